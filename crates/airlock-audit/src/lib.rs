@@ -1,0 +1,537 @@
+//! airlock's audit log: one JSON line per decision (PRODUCT.md §5), written off the hot path.
+//!
+//! [`AuditLog::record`] never blocks: it stamps the event and hands it to a writer thread
+//! through a bounded queue. The writer serialises it with serde_json, redacts query values,
+//! and batches writes (flushing whenever the queue drains). A full queue or a failed write
+//! makes the log unhealthy for good; the proxy checks [`AuditLog::healthy`] and refuses every
+//! request from then on (fail closed).
+//!
+//! # Line format
+//!
+//! Keys appear in this order. `ts`, `kind`, `decision` and `rule` (`null` when no rule
+//! decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
+//! lines (`[]` when none); every other key is written only when known:
+//!
+//! `ts kind decision rule reason method scheme host port path query status bytes_up
+//! bytes_down ms secrets conn name qtype tool message`
+//!
+//! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
+//! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// How many events may wait for the writer before the log is declared unhealthy.
+pub const QUEUE_CAPACITY: usize = 65_536;
+
+/// The value every query parameter is logged with.
+pub const REDACTED: &str = "REDACTED";
+
+/// What a line is about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An HTTP request (intercepted or plain), or a CONNECT refused as such.
+    #[default]
+    Http,
+    /// A raw TCP connection.
+    Tcp,
+    /// A DNS query answered by airlock.
+    Dns,
+    /// An MCP `tools/call` decision.
+    Mcp,
+    /// A WebSocket session (written when it ends).
+    Ws,
+    /// A policy change (admin API).
+    Policy,
+}
+
+/// Allowed or refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Let through.
+    Allow,
+    /// Refused (the default, so that a forgotten field never reads as a pass).
+    #[default]
+    Deny,
+}
+
+/// One decision to log. Fields left `None` (or an empty `secrets`) are left out of the line,
+/// except as the [crate documentation](crate) says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuditEvent {
+    /// What the line is about.
+    pub kind: Kind,
+    /// Allowed or refused.
+    pub decision: Decision,
+    /// The rule id that decided (`network.allow[0]`), if any.
+    pub rule: Option<String>,
+    /// The refusal reason (`host_not_allowed`, ...).
+    pub reason: Option<&'static str>,
+    /// The request method.
+    pub method: Option<String>,
+    /// `http` or `https`.
+    pub scheme: Option<&'static str>,
+    /// Destination host name or address.
+    pub host: Option<String>,
+    /// Destination port.
+    pub port: Option<u16>,
+    /// The canonical path, without query.
+    pub path: Option<String>,
+    /// The raw query (without `?`); its values are redacted when written.
+    pub query: Option<String>,
+    /// The HTTP status sent to the client.
+    pub status: Option<u16>,
+    /// Bytes from the client to the upstream.
+    pub bytes_up: Option<u64>,
+    /// Bytes from the upstream to the client.
+    pub bytes_down: Option<u64>,
+    /// Duration in milliseconds.
+    pub ms: Option<f64>,
+    /// Names of the secrets swapped or injected.
+    pub secrets: Vec<String>,
+    /// The client connection number.
+    pub conn: Option<u64>,
+    /// The queried name (`dns` lines).
+    pub name: Option<String>,
+    /// The query type (`dns` lines: `A`, `AAAA`, ...).
+    pub qtype: Option<String>,
+    /// The MCP tool name (`mcp` lines).
+    pub tool: Option<String>,
+    /// A free-form explanation.
+    pub message: Option<String>,
+}
+
+/// Why the log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The file could not be opened for appending.
+    #[error("cannot open audit log {path}: {source}")]
+    Open {
+        /// The destination as given.
+        path: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the audit log writer: {0}")]
+    Spawn(io::Error),
+}
+
+/// The audit log handle: cheap to clone, shared by every connection.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    /// `None` when logging is disabled.
+    inner: Option<Arc<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Taken (dropped) on drop so that the writer drains and exits.
+    sender: Option<SyncSender<Message>>,
+    writer: Option<JoinHandle<()>>,
+    state: Arc<Health>,
+}
+
+/// Shared between the handles and the writer thread.
+#[derive(Debug)]
+struct Health {
+    healthy: AtomicBool,
+    /// Serialises the one-time stderr notice.
+    reported: Mutex<bool>,
+}
+
+impl Health {
+    /// Marks the log unhealthy; prints the notice the first time only.
+    fn fail(&self, why: &str) {
+        self.healthy.store(false, Ordering::SeqCst);
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*reported {
+            *reported = true;
+            eprintln!("airlock: audit log write failed ({why}): refusing all traffic");
+        }
+    }
+}
+
+enum Message {
+    Event { ts: String, event: Box<AuditEvent> },
+    Flush(SyncSender<()>),
+}
+
+impl AuditLog {
+    /// Opens `dest`: `-` is stdout, anything else a file opened for appending (created with
+    /// mode 0600). Fails if the file cannot be opened.
+    pub fn open(dest: &str) -> Result<AuditLog, AuditError> {
+        let sink: Box<dyn Write + Send> = if dest == "-" {
+            Box::new(io::stdout())
+        } else {
+            let file = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(dest)
+                .map_err(|source| AuditError::Open {
+                    path: dest.to_owned(),
+                    source,
+                })?;
+            Box::new(file)
+        };
+        Self::with_sink(sink, QUEUE_CAPACITY)
+    }
+
+    /// A log that drops every event and is always healthy (no `--log`).
+    pub fn disabled() -> AuditLog {
+        AuditLog { inner: None }
+    }
+
+    fn with_sink(sink: Box<dyn Write + Send>, capacity: usize) -> Result<AuditLog, AuditError> {
+        let (sender, receiver) = mpsc::sync_channel(capacity);
+        let state = Arc::new(Health {
+            healthy: AtomicBool::new(true),
+            reported: Mutex::new(false),
+        });
+        let writer_state = Arc::clone(&state);
+        let writer = std::thread::Builder::new()
+            .name("airlock-audit".to_owned())
+            .spawn(move || write_loop(receiver, BufWriter::new(sink), &writer_state))
+            .map_err(AuditError::Spawn)?;
+        Ok(AuditLog {
+            inner: Some(Arc::new(Inner {
+                sender: Some(sender),
+                writer: Some(writer),
+                state,
+            })),
+        })
+    }
+
+    /// Records one event without blocking: stamps `ts` now and queues it for the writer. If
+    /// the queue is full the log becomes unhealthy (and the event is lost).
+    pub fn record(&self, event: AuditEvent) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let Some(sender) = &inner.sender else {
+            return;
+        };
+        let ts = format_timestamp(SystemTime::now());
+        match sender.try_send(Message::Event {
+            ts,
+            event: Box::new(event),
+        }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => inner.state.fail("queue full"),
+            Err(TrySendError::Disconnected(_)) => inner.state.fail("writer stopped"),
+        }
+    }
+
+    /// `false` forever after the first failure (queue full, write or flush error).
+    pub fn healthy(&self) -> bool {
+        match &self.inner {
+            None => true,
+            Some(inner) => inner.state.healthy.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Blocks until every event recorded before this call is written and flushed (or the
+    /// writer has failed).
+    pub fn flush(&self) {
+        let Some(sender) = self.inner.as_ref().and_then(|inner| inner.sender.as_ref()) else {
+            return;
+        };
+        let (ack_sender, ack) = mpsc::sync_channel(1);
+        if sender.send(Message::Flush(ack_sender)).is_ok() {
+            // An error means the writer is gone, and then there is nothing left to wait for.
+            let _ = ack.recv();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer drain what is left, flush and exit.
+        self.sender.take();
+        if let Some(writer) = self.writer.take() {
+            // A panicked writer has nothing left to flush.
+            let _ = writer.join();
+        }
+    }
+}
+
+fn write_loop(
+    receiver: Receiver<Message>,
+    mut sink: BufWriter<Box<dyn Write + Send>>,
+    state: &Health,
+) {
+    let mut failed = false;
+    while let Ok(first) = receiver.recv() {
+        let mut next = Some(first);
+        // Batch: take everything already queued, then flush once.
+        while let Some(message) = next {
+            match message {
+                Message::Event { ts, event } => {
+                    if !failed && let Err(err) = write_line(&mut sink, &ts, &event) {
+                        failed = true;
+                        state.fail(&err.to_string());
+                    }
+                }
+                Message::Flush(ack) => {
+                    if !failed && let Err(err) = sink.flush() {
+                        failed = true;
+                        state.fail(&err.to_string());
+                    }
+                    // The flusher may have stopped waiting: nothing to do then.
+                    let _ = ack.send(());
+                }
+            }
+            next = receiver.try_recv().ok();
+        }
+        if !failed && let Err(err) = sink.flush() {
+            failed = true;
+            state.fail(&err.to_string());
+        }
+    }
+}
+
+fn write_line(sink: &mut impl Write, ts: &str, event: &AuditEvent) -> io::Result<()> {
+    let line = Line::new(ts, event);
+    serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?;
+    sink.write_all(b"\n")
+}
+
+/// The serialised form of an event (field order = key order of the line).
+#[derive(Serialize)]
+struct Line<'a> {
+    ts: &'a str,
+    kind: Kind,
+    decision: Decision,
+    rule: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scheme: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_up: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_down: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secrets: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qtype: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+impl<'a> Line<'a> {
+    fn new(ts: &'a str, event: &'a AuditEvent) -> Self {
+        let request_kind = matches!(event.kind, Kind::Http | Kind::Ws | Kind::Mcp);
+        Line {
+            ts,
+            kind: event.kind,
+            decision: event.decision,
+            rule: event.rule.as_deref(),
+            reason: event.reason,
+            method: event.method.as_deref(),
+            scheme: event.scheme,
+            host: event.host.as_deref(),
+            port: event.port,
+            path: event.path.as_deref(),
+            query: event.query.as_deref().map(redact_query),
+            status: event.status,
+            bytes_up: event.bytes_up,
+            bytes_down: event.bytes_down,
+            // Microsecond precision is plenty and keeps float noise out of the log.
+            ms: event.ms.map(|ms| (ms * 1000.0).round() / 1000.0),
+            secrets: (request_kind || !event.secrets.is_empty()).then_some(&event.secrets[..]),
+            conn: event.conn,
+            name: event.name.as_deref(),
+            qtype: event.qtype.as_deref(),
+            tool: event.tool.as_deref(),
+            message: event.message.as_deref(),
+        }
+    }
+}
+
+/// Replaces the value of every `key=value` pair of `query` by [`REDACTED`]; pairs without
+/// `=` are kept as they are (`a=1&b` → `a=REDACTED&b`).
+pub fn redact_query(query: &str) -> String {
+    let mut redacted = String::with_capacity(query.len());
+    for (index, pair) in query.split('&').enumerate() {
+        if index > 0 {
+            redacted.push('&');
+        }
+        match pair.split_once('=') {
+            Some((key, _)) => {
+                redacted.push_str(key);
+                redacted.push('=');
+                redacted.push_str(REDACTED);
+            }
+            None => redacted.push_str(pair),
+        }
+    }
+    redacted
+}
+
+/// `time` as RFC 3339 UTC with microseconds: `2026-11-22T10:00:00.123456Z`. Times before
+/// 1970 are written as the epoch.
+pub fn format_timestamp(time: SystemTime) -> String {
+    let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since_epoch.as_secs();
+    let days = seconds / 86_400;
+    let second_of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60,
+        since_epoch.subsec_micros()
+    )
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (H. Hinnant's
+/// `civil_from_days`, restricted to dates from the epoch on).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Shift the epoch to 0000-03-01 so that leap days end each 400-year era.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153; // 0 = March
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn civil_dates_match_known_days() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(59), (1970, 3, 1));
+        assert_eq!(civil_from_days(10_957), (2000, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
+        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
+    }
+
+    #[test]
+    fn civil_dates_walk_the_calendar_day_by_day() {
+        let month_length = |year: u64, month: u64| match month {
+            2 if (year.is_multiple_of(4) && !year.is_multiple_of(100))
+                || year.is_multiple_of(400) =>
+            {
+                29
+            }
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        };
+        let mut expected = (1970, 1, 1);
+        for days in 0..200_000 {
+            assert_eq!(civil_from_days(days), expected, "day {days}");
+            let (year, month, day) = expected;
+            expected = if day < month_length(year, month) {
+                (year, month, day + 1)
+            } else if month < 12 {
+                (year, month + 1, 1)
+            } else {
+                (year + 1, 1, 1)
+            };
+        }
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_microseconds() {
+        let at = UNIX_EPOCH + Duration::new(1_795_341_600, 123_456_789);
+        assert_eq!(format_timestamp(at), "2026-11-22T10:00:00.123456Z");
+        assert_eq!(format_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        let before = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(format_timestamp(before), "1970-01-01T00:00:00.000000Z");
+        let last = UNIX_EPOCH + Duration::new(951_868_799, 999_999_999);
+        assert_eq!(format_timestamp(last), "2000-02-29T23:59:59.999999Z");
+    }
+
+    /// A sink that accepts nothing until the test lets it go.
+    struct Stalled(std::sync::mpsc::Receiver<()>);
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            // Released (or the test gave up): accept the bytes.
+            let _ = self.0.recv_timeout(Duration::from_secs(10));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_makes_the_log_unhealthy() {
+        let (release, stalled) = mpsc::channel();
+        let log = AuditLog::with_sink(Box::new(Stalled(stalled)), 4).expect("log");
+        // The writer takes at most one event and stalls in it: the queue fills up.
+        for _ in 0..16 {
+            log.record(AuditEvent::default());
+        }
+        assert!(!log.healthy());
+        for _ in 0..64 {
+            let _ = release.send(());
+        }
+        drop(release);
+        log.flush();
+        assert!(!log.healthy());
+    }
+
+    #[test]
+    fn query_values_are_redacted() {
+        assert_eq!(redact_query("a=1&b"), "a=REDACTED&b");
+        assert_eq!(redact_query("a=1&a=2"), "a=REDACTED&a=REDACTED");
+        assert_eq!(redact_query("token"), "token");
+        assert_eq!(redact_query(""), "");
+        assert_eq!(redact_query("a="), "a=REDACTED");
+        assert_eq!(redact_query("a=b=c&&d=%3D%26"), "a=REDACTED&&d=REDACTED");
+        assert_eq!(redact_query("k%20x=v%20y"), "k%20x=REDACTED");
+    }
+}

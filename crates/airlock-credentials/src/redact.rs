@@ -1,0 +1,308 @@
+//! Replacing real secret values in the forms they are likely to take (raw, base64,
+//! URL-encoded, JSON-escaped): [`Redactor`] turns them into `[REDACTED:NAME]` in any output
+//! (errors, logs); [`Scrubber`] turns them into the same encoding of the surrogate in
+//! responses sent back to the sandbox.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+
+/// A base64 run shorter than this is not redacted on its own (too likely by chance).
+const MIN_BASE64_FRAGMENT: usize = 8;
+
+/// Replaces real values in text. Cheap to clone.
+#[derive(Clone)]
+pub struct Redactor {
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    matcher: AhoCorasick,
+    /// `[REDACTED:NAME]` per pattern of `matcher`.
+    replacements: Vec<String>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor").finish_non_exhaustive()
+    }
+}
+
+impl Redactor {
+    /// A redactor for `(name, real value)` pairs. Fails only if the matcher cannot be built.
+    pub(crate) fn new<'a>(
+        secrets: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, aho_corasick::BuildError> {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut replacements = Vec::new();
+        for (name, real) in secrets {
+            for form in encoded_forms(real) {
+                if !form.is_empty() && !patterns.contains(&form) {
+                    patterns.push(form);
+                    replacements.push(format!("[REDACTED:{name}]"));
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Ok(Redactor { inner: None });
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&patterns)?;
+        Ok(Redactor {
+            inner: Some(Arc::new(Inner {
+                matcher,
+                replacements,
+            })),
+        })
+    }
+
+    /// `text` with every known form of every real value replaced by `[REDACTED:NAME]`;
+    /// borrowed when there was nothing to replace.
+    pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let Some(inner) = &self.inner else {
+            return Cow::Borrowed(text);
+        };
+        if !inner.matcher.is_match(text) {
+            return Cow::Borrowed(text);
+        }
+        Cow::Owned(inner.matcher.replace_all(text, &inner.replacements))
+    }
+}
+
+/// Replaces real values in response bytes by the same encoding of their surrogates. Cheap
+/// to clone.
+#[derive(Clone)]
+pub struct Scrubber {
+    inner: Option<Arc<ScrubInner>>,
+}
+
+struct ScrubInner {
+    matcher: AhoCorasick,
+    /// The surrogate form per pattern of `matcher`.
+    replacements: Vec<Vec<u8>>,
+    longest: usize,
+}
+
+impl fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrubber").finish_non_exhaustive()
+    }
+}
+
+impl Scrubber {
+    /// A scrubber for `(real value, surrogate)` pairs of equal length (generated surrogates);
+    /// a pair whose lengths differ (fixed surrogate) only gets its raw form replaced.
+    pub(crate) fn new<'a>(
+        secrets: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, aho_corasick::BuildError> {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut replacements = Vec::new();
+        for (real, surrogate) in secrets {
+            let pairs: Vec<(String, String)> = if real.len() == surrogate.len() {
+                encoded_forms(real)
+                    .into_iter()
+                    .zip(encoded_forms(surrogate))
+                    .collect()
+            } else {
+                vec![(real.to_owned(), surrogate.to_owned())]
+            };
+            for (from, to) in pairs {
+                if !from.is_empty() && from != to && !patterns.contains(&from) {
+                    patterns.push(from);
+                    replacements.push(to.into_bytes());
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Ok(Scrubber { inner: None });
+        }
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&patterns)?;
+        Ok(Scrubber {
+            inner: Some(Arc::new(ScrubInner {
+                matcher,
+                replacements,
+                longest,
+            })),
+        })
+    }
+
+    /// `data` with every known form of every real value replaced by the same form of its
+    /// surrogate; borrowed when there was nothing to replace.
+    pub fn scrub<'d>(&self, data: &'d [u8]) -> Cow<'d, [u8]> {
+        let Some(inner) = &self.inner else {
+            return Cow::Borrowed(data);
+        };
+        if !inner.matcher.is_match(data) {
+            return Cow::Borrowed(data);
+        }
+        Cow::Owned(inner.matcher.replace_all_bytes(data, &inner.replacements))
+    }
+
+    /// The longest form looked for: a streaming caller must keep this many bytes minus one
+    /// from the end of a chunk to catch a value split across chunks.
+    pub fn longest_form(&self) -> usize {
+        self.inner.as_ref().map_or(0, |inner| inner.longest)
+    }
+}
+
+/// The forms a real value may take in output.
+fn encoded_forms(real: &str) -> Vec<String> {
+    let mut forms = vec![
+        real.to_owned(),
+        percent_encode(real, true),
+        percent_encode(real, false),
+    ];
+    if let Ok(json) = serde_json::to_string(real) {
+        let inner = &json[1..json.len() - 1];
+        forms.push(inner.to_owned());
+        forms.push(inner.replace('/', "\\/"));
+    }
+    forms.extend(base64_fragments(real.as_bytes()));
+    forms
+}
+
+/// Percent-encodes every byte outside the URL unreserved set, in upper- or lower-case hex.
+fn percent_encode(text: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else if upper {
+            out.push_str(&format!("%{byte:02X}"));
+        } else {
+            out.push_str(&format!("%{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// The base64 characters that depend only on `bytes`, for each of the three alignments the
+/// value can have inside a larger encoded text (e.g. `user:TOKEN` in Basic auth), in the
+/// standard and URL-safe alphabets. Padding and the characters shared with neighbouring
+/// bytes are left out so that the fragment is found wherever the value sits.
+fn base64_fragments(bytes: &[u8]) -> Vec<String> {
+    let mut fragments = Vec::new();
+    for offset in 0..3usize {
+        let mut shifted = vec![0u8; offset];
+        shifted.extend_from_slice(bytes);
+        let total_bits = shifted.len() * 8;
+        // Characters entirely inside the value's bits.
+        let first = (offset * 8).div_ceil(6);
+        let end = total_bits / 6;
+        if end <= first || end - first < MIN_BASE64_FRAGMENT {
+            continue;
+        }
+        for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(&shifted);
+            if let Some(fragment) = encoded.get(first..end) {
+                fragments.push(fragment.to_owned());
+            }
+        }
+    }
+    fragments
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::engine::general_purpose::STANDARD;
+
+    use super::*;
+
+    const REAL: &str = "ghp_R3al/Secret+Value\"42";
+
+    fn redactor() -> Redactor {
+        Redactor::new([("GH_TOKEN", REAL)]).expect("redactor")
+    }
+
+    #[test]
+    fn raw_value_is_redacted() {
+        let text = format!("error: upstream said {REAL} is bad");
+        assert_eq!(
+            redactor().redact(&text),
+            "error: upstream said [REDACTED:GH_TOKEN] is bad"
+        );
+    }
+
+    #[test]
+    fn encoded_forms_are_redacted() {
+        let url = percent_encode(REAL, true);
+        let json = serde_json::to_string(REAL).expect("json");
+        let slashed = json.replace('/', "\\/");
+        for text in [
+            format!("GET /x?token={url}"),
+            format!("GET /x?token={}", percent_encode(REAL, false)),
+            format!("{{\"token\":{json}}}"),
+            format!("{{\"token\":{slashed}}}"),
+            format!("Authorization: Basic {}", STANDARD.encode(REAL)),
+            format!(
+                "Authorization: Basic {}",
+                STANDARD.encode(format!("x:{REAL}"))
+            ),
+            format!(
+                "Authorization: Basic {}",
+                STANDARD.encode(format!("xy:{REAL}"))
+            ),
+            format!(
+                "Authorization: Basic {}",
+                URL_SAFE_NO_PAD.encode(format!("u:{REAL}"))
+            ),
+        ] {
+            let redacted = redactor().redact(&text).into_owned();
+            assert!(
+                redacted.contains("[REDACTED:GH_TOKEN]"),
+                "{text} -> {redacted}"
+            );
+        }
+    }
+
+    #[test]
+    fn scrubber_turns_each_form_into_the_surrogates_form() {
+        let surrogate = "ghp_S7rg/Xabcde+Fghij\"09";
+        assert_eq!(surrogate.len(), REAL.len());
+        let scrubber = Scrubber::new([(REAL, surrogate)]).expect("scrubber");
+        let raw = format!("token={REAL};");
+        assert_eq!(
+            scrubber.scrub(raw.as_bytes()).as_ref(),
+            format!("token={surrogate};").as_bytes()
+        );
+        let url = format!("u={}", percent_encode(REAL, true));
+        assert_eq!(
+            scrubber.scrub(url.as_bytes()).as_ref(),
+            format!("u={}", percent_encode(surrogate, true)).as_bytes()
+        );
+        let json = serde_json::to_string(REAL).expect("json");
+        assert_eq!(
+            scrubber.scrub(json.as_bytes()).as_ref(),
+            serde_json::to_string(surrogate).expect("json").as_bytes()
+        );
+        let encoded = STANDARD.encode(format!("user:{REAL}"));
+        let scrubbed = scrubber.scrub(encoded.as_bytes()).into_owned();
+        let decoded = STANDARD.decode(&scrubbed).expect("still base64");
+        let decoded = String::from_utf8_lossy(&decoded);
+        assert!(!decoded.contains("R3al"), "{decoded}");
+        assert!(
+            decoded.starts_with("user:ghp_S7rg/Xabcde+Fghij"),
+            "{decoded}"
+        );
+        assert!(scrubber.longest_form() >= REAL.len());
+        assert!(matches!(scrubber.scrub(b"clean"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn clean_text_is_borrowed() {
+        assert!(matches!(
+            redactor().redact("nothing to see"),
+            Cow::Borrowed("nothing to see")
+        ));
+        let empty = Redactor::new([]).expect("redactor");
+        assert!(matches!(empty.redact("x"), Cow::Borrowed("x")));
+    }
+}

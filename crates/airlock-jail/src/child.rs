@@ -1,0 +1,735 @@
+//! The jail's side, after `fork`: namespaces, mounts, network, listeners,
+//! then the jail's init (PID 1 of the new PID namespace) and the command.
+//!
+//! Process tree: airlock ─ jail (outer, host PID namespace) ─ init (PID 1
+//! inside) ─ command. The outer process builds everything, hands the
+//! listeners over, forks the init, and then relays the command's exit status
+//! and forwards signals. Every setup failure is reported on the control
+//! socket as the step that failed, and the command is never executed.
+//!
+//! Everything here runs in a freshly forked child of a possibly
+//! multi-threaded process: it never touches the environment, never prints,
+//! and only uses data prepared by the parent before the fork.
+
+use std::ffi::CString;
+use std::io::{self, IoSlice};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::socket::{
+    AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag, SockType, SockaddrIn, SockaddrIn6,
+    bind, listen, sendmsg, setsockopt, socket, sockopt,
+};
+
+use crate::Protocol;
+use crate::error::SetupStep;
+use crate::wire::{Family, MESSAGE_LEN, Message};
+
+/// The DNS port, always listened on (UDP and TCP, both families).
+const DNS_PORT: u16 = 53;
+/// Backlog of the handed TCP listeners.
+const LISTEN_BACKLOG: i32 = 1024;
+/// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// Highest capability number tried when clearing the bounding set.
+const MAX_CAPABILITY: libc::c_ulong = 63;
+/// Highest signal number (`_NSIG - 1` on Linux).
+const MAX_SIGNAL: libc::c_int = 64;
+/// Signals the outer process and the init forward to the command.
+const FORWARDED_SIGNALS: [libc::c_int; 8] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGWINCH,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGCONT,
+];
+
+/// Everything the jail needs, prepared by airlock before `fork` so that the
+/// child does no parsing and reads no environment.
+pub(crate) struct ChildPlan {
+    /// airlock's PID, to detect that it died before the death signal was set.
+    pub(crate) parent_pid: libc::pid_t,
+    /// Contents for `/proc/self/uid_map`.
+    pub(crate) uid_map: Vec<u8>,
+    /// Contents for `/proc/self/gid_map`.
+    pub(crate) gid_map: Vec<u8>,
+    /// Paths covered by an empty read-only file system (or `/dev/null`).
+    pub(crate) hide_paths: Vec<CString>,
+    /// `(source, destination)` pairs bind-mounted read-only.
+    pub(crate) bind_files: Vec<(CString, CString)>,
+    /// TCP ports to listen on, deduplicated, DNS included.
+    pub(crate) tcp_ports: Vec<u16>,
+    /// Working directory of the command.
+    pub(crate) cwd: CString,
+    /// Paths to try with `execve`, in order (the `PATH` search, done ahead).
+    pub(crate) program_candidates: Vec<CString>,
+    /// The command's argument vector.
+    pub(crate) argv: Vec<CString>,
+    /// The command's complete environment, as `NAME=VALUE`.
+    pub(crate) env: Vec<CString>,
+}
+
+/// Runs the jail in the freshly forked child. Never returns.
+pub(crate) fn run_jail(plan: &ChildPlan, control: OwnedFd) -> ! {
+    let control_fd = control.as_raw_fd();
+    // The descriptor stays open for the rest of this process's life; the
+    // raw number is what the helpers below use.
+    std::mem::forget(control);
+    match build_jail(plan, control_fd) {
+        Ok(never) => match never {},
+        Err((step, error)) => fail(control_fd, step, &error),
+    }
+}
+
+/// Reports a failed setup step on the control socket and exits.
+fn fail(control: RawFd, step: SetupStep, error: &io::Error) -> ! {
+    let errno = error.raw_os_error().unwrap_or(libc::EIO);
+    // Nothing more can be done if the report cannot be sent: airlock then
+    // sees the jail exit during setup.
+    let _ = send_message(control, Message::SetupFailed { step, errno }, None);
+    exit_now(125)
+}
+
+/// Ends the process without running any destructor or atexit handler.
+fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` is async-signal-safe and never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// Attaches a setup step to an error.
+trait AtStep<T> {
+    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)>;
+}
+
+impl<T> AtStep<T> for io::Result<T> {
+    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)> {
+        self.map_err(|error| (step, error))
+    }
+}
+
+impl<T> AtStep<T> for nix::Result<T> {
+    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)> {
+        self.map_err(|errno| (step, io::Error::from(errno)))
+    }
+}
+
+/// Result of a step sequence that only ends by failing (success execs or exits).
+type StepResult<T> = Result<T, (SetupStep, io::Error)>;
+
+/// Uninhabited: the success value of functions that never return on success.
+enum Never {}
+
+/// The outer jail process: everything up to forking the init.
+fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
+    // First of all: die with airlock, and notice if it already died.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .at(SetupStep::ParentDeathSignal)?;
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != plan.parent_pid {
+        exit_now(125);
+    }
+    close_descriptors_except(control).at(SetupStep::CloseInheritedDescriptors)?;
+
+    unshare(
+        CloneFlags::CLONE_NEWUSER
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS,
+    )
+    .at(SetupStep::Unshare)?;
+    std::fs::write("/proc/self/setgroups", b"deny").at(SetupStep::DenySetgroups)?;
+    std::fs::write("/proc/self/uid_map", &plan.uid_map).at(SetupStep::UidMap)?;
+    std::fs::write("/proc/self/gid_map", &plan.gid_map).at(SetupStep::GidMap)?;
+
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .at(SetupStep::MountPrivate)?;
+    // Binds first: their sources may lie in a directory hidden next (the
+    // CA bundle in airlock's state directory); a bind keeps its file.
+    for (source, destination) in &plan.bind_files {
+        bind_read_only(source, destination).at(SetupStep::BindFile)?;
+    }
+    for path in &plan.hide_paths {
+        hide_path(path).at(SetupStep::HidePath)?;
+    }
+
+    let ipv6 = ipv6_available().at(SetupStep::CreateListener)?;
+    configure_network(ipv6)?;
+    create_and_send_listeners(plan, control, ipv6)?;
+
+    let signals = block_forwarded_signals().at(SetupStep::ForkInit)?;
+    let (status_read, status_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).at(SetupStep::ForkInit)?;
+    // SAFETY: this process is single-threaded (a forked child); the init
+    // child only runs code of this module before exec or _exit.
+    let init_pid = unsafe { libc::fork() };
+    if init_pid < 0 {
+        return Err((SetupStep::ForkInit, io::Error::last_os_error()));
+    }
+    if init_pid == 0 {
+        drop(status_read);
+        match run_init(plan, control, &signals, status_write) {
+            Ok(never) => match never {},
+            Err((step, error)) => fail(control, step, &error),
+        }
+    }
+    drop(status_write);
+    // The init and the command report on the control socket from now on.
+    // SAFETY: `control` is this process's own descriptor, not used again.
+    unsafe { libc::close(control) };
+    relay_until_init_exits(init_pid, &signals, &status_read)
+}
+
+/// Closes every descriptor above 2 except `keep`.
+fn close_descriptors_except(keep: RawFd) -> io::Result<()> {
+    let keep =
+        libc::c_uint::try_from(keep).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    if keep > 3 {
+        close_range(3, keep - 1, 0)?;
+    }
+    close_range(keep + 1, libc::c_uint::MAX, 0)
+}
+
+/// `close_range(2)`, with a slow fallback for kernels without it.
+fn close_range(first: libc::c_uint, last: libc::c_uint, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: close_range only affects this process's descriptor table; the
+    // caller chose the range so that no descriptor still in use is closed.
+    let result = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
+    if result == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(error);
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = limit
+        .rlim_cur
+        .min(1 << 20)
+        .min(libc::rlim_t::from(last).saturating_add(1));
+    for fd in libc::rlim_t::from(first)..end {
+        let Ok(fd) = libc::c_int::try_from(fd) else {
+            break;
+        };
+        if flags & CLOSE_RANGE_CLOEXEC != 0 {
+            // SAFETY: setting FD_CLOEXEC on a possibly unused descriptor is harmless.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        } else {
+            // SAFETY: the caller asked for this range to be closed.
+            unsafe { libc::close(fd) };
+        }
+    }
+    Ok(())
+}
+
+/// Covers a directory with an empty read-only tmpfs, or a file with `/dev/null`.
+fn hide_path(path: &CString) -> io::Result<()> {
+    let metadata = std::fs::metadata(path_of(path))?;
+    if metadata.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path.as_c_str(),
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("size=4k,mode=0755"),
+        )?;
+    } else {
+        bind_read_only(c"/dev/null", path)?;
+    }
+    Ok(())
+}
+
+/// Bind-mounts `source` over `destination` and makes the bind read-only,
+/// keeping the flags the kernel locks for mounts inherited from the host.
+fn bind_read_only(source: &std::ffi::CStr, destination: &std::ffi::CStr) -> io::Result<()> {
+    mount(
+        Some(source),
+        destination,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )?;
+    let current = nix::sys::statvfs::statvfs(destination)?;
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    let locked = [
+        (nix::sys::statvfs::FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (nix::sys::statvfs::FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (nix::sys::statvfs::FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (nix::sys::statvfs::FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (
+            nix::sys::statvfs::FsFlags::ST_NODIRATIME,
+            MsFlags::MS_NODIRATIME,
+        ),
+        (
+            nix::sys::statvfs::FsFlags::ST_RELATIME,
+            MsFlags::MS_RELATIME,
+        ),
+    ];
+    for (present, mount_flag) in locked {
+        if current.flags().contains(present) {
+            flags |= mount_flag;
+        }
+    }
+    mount(None::<&str>, destination, None::<&str>, flags, None::<&str>)?;
+    Ok(())
+}
+
+/// The path of a C string (paths from the spec are valid OS strings).
+fn path_of(path: &CString) -> &std::path::Path {
+    use std::os::unix::ffi::OsStrExt;
+    std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()))
+}
+
+/// Whether this kernel supports IPv6 sockets at all.
+fn ipv6_available() -> io::Result<bool> {
+    match socket(
+        AddressFamily::Inet6,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    ) {
+        Ok(_) => Ok(true),
+        Err(nix::errno::Errno::EAFNOSUPPORT) => Ok(false),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Brings `lo` up and makes every address local.
+fn configure_network(ipv6: bool) -> StepResult<()> {
+    let loopback = nix::net::if_::if_nametoindex("lo").at(SetupStep::LoopbackUp)?;
+    let mut netlink = crate::netlink::RouteSocket::open().at(SetupStep::LoopbackUp)?;
+    netlink.set_link_up(loopback).at(SetupStep::LoopbackUp)?;
+    netlink
+        .add_local_default_route(loopback, false)
+        .at(SetupStep::LocalRouteIpv4)?;
+    if ipv6 {
+        netlink
+            .add_local_default_route(loopback, true)
+            .at(SetupStep::LocalRouteIpv6)?;
+    }
+    Ok(())
+}
+
+/// Creates every listening socket and hands each one to airlock.
+fn create_and_send_listeners(plan: &ChildPlan, control: RawFd, ipv6: bool) -> StepResult<()> {
+    let families: &[Family] = if ipv6 {
+        &[Family::V4, Family::V6]
+    } else {
+        &[Family::V4]
+    };
+    let mut wanted = Vec::new();
+    for family in families {
+        for port in &plan.tcp_ports {
+            wanted.push((Protocol::Tcp, *family, *port));
+        }
+        wanted.push((Protocol::Udp, *family, DNS_PORT));
+    }
+    for (proto, family, port) in wanted {
+        let socket = create_listener(proto, family, port).at(SetupStep::CreateListener)?;
+        send_message(
+            control,
+            Message::Listener {
+                proto,
+                family,
+                port,
+            },
+            Some(socket.as_raw_fd()),
+        )
+        .at(SetupStep::SendListener)?;
+    }
+    Ok(())
+}
+
+/// One wildcard socket: TCP listening, or UDP with packet-info enabled so
+/// airlock can learn each datagram's original destination.
+fn create_listener(proto: Protocol, family: Family, port: u16) -> nix::Result<OwnedFd> {
+    let address_family = match family {
+        Family::V4 => AddressFamily::Inet,
+        Family::V6 => AddressFamily::Inet6,
+    };
+    let kind = match proto {
+        Protocol::Tcp => SockType::Stream,
+        Protocol::Udp => SockType::Datagram,
+    };
+    let socket = socket(address_family, kind, SockFlag::SOCK_CLOEXEC, None)?;
+    setsockopt(&socket, sockopt::ReuseAddr, &true)?;
+    match family {
+        Family::V4 => {
+            if proto == Protocol::Udp {
+                setsockopt(&socket, sockopt::Ipv4PacketInfo, &true)?;
+            }
+            bind(
+                socket.as_raw_fd(),
+                &SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+            )?;
+        }
+        Family::V6 => {
+            setsockopt(&socket, sockopt::Ipv6V6Only, &true)?;
+            if proto == Protocol::Udp {
+                setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true)?;
+            }
+            bind(
+                socket.as_raw_fd(),
+                &SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)),
+            )?;
+        }
+    }
+    if proto == Protocol::Tcp {
+        listen(&socket, Backlog::new(LISTEN_BACKLOG)?)?;
+    }
+    Ok(socket)
+}
+
+/// Sends one control message, with at most one descriptor attached.
+pub(crate) fn send_message(control: RawFd, message: Message, fd: Option<RawFd>) -> nix::Result<()> {
+    let bytes: [u8; MESSAGE_LEN] = message.encode();
+    let iov = [IoSlice::new(&bytes)];
+    let fds: Vec<RawFd> = fd.into_iter().collect();
+    let rights = [ControlMessage::ScmRights(&fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(control, &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None)?;
+    Ok(())
+}
+
+/// Blocks the forwarded signals and `SIGCHLD` (taken with `sigwaitinfo`),
+/// after installing a no-op handler so the kernel queues them even for a
+/// PID-namespace init. Returns the blocked set.
+fn block_forwarded_signals() -> io::Result<libc::sigset_t> {
+    // SAFETY: an all-zero sigset_t is a valid value to initialise with sigemptyset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t.
+    unsafe { libc::sigemptyset(&mut set) };
+    for signal in FORWARDED_SIGNALS.iter().chain(&[libc::SIGCHLD]) {
+        // SAFETY: `set` is a valid sigset_t and `signal` a valid signal number.
+        unsafe { libc::sigaddset(&mut set, *signal) };
+        // SAFETY: an all-zero sigaction is valid; the handler is a plain
+        // extern "C" function that does nothing.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: `action` is fully initialised; the old action is not needed.
+        if unsafe { libc::sigaction(*signal, &action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: `set` is a valid sigset_t; the old mask is not needed.
+    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+/// The handler installed for blocked signals; they are taken with `sigwaitinfo`.
+extern "C" fn ignore_signal(_signal: libc::c_int) {}
+
+/// Waits for the next blocked signal; returns its number and whether a
+/// process sent it (`kill`, `sigqueue`) rather than the kernel (terminal).
+fn next_signal(set: &libc::sigset_t) -> (libc::c_int, bool) {
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid output buffer.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` and `info` are valid for the duration of the call.
+        let signal = unsafe { libc::sigwaitinfo(set, &mut info) };
+        if signal > 0 {
+            // si_code <= 0 (SI_USER, SI_QUEUE, SI_TKILL, ...) means another
+            // process sent it; SI_KERNEL means e.g. the terminal, which has
+            // already signalled the command's process group itself.
+            return (signal, info.si_code <= 0);
+        }
+    }
+}
+
+/// The outer process after forking the init: forwards signals that airlock
+/// sends to the init, and exits the way the command ended.
+fn relay_until_init_exits(
+    init_pid: libc::pid_t,
+    signals: &libc::sigset_t,
+    status_read: &OwnedFd,
+) -> ! {
+    loop {
+        let (signal, from_process) = next_signal(signals);
+        if signal != libc::SIGCHLD {
+            if from_process {
+                // SAFETY: init_pid is this process's unreaped child.
+                unsafe { libc::kill(init_pid, signal) };
+            }
+            continue;
+        }
+        let mut init_status = 0;
+        // SAFETY: `init_status` is a valid output; WNOHANG never blocks.
+        let reaped = unsafe { libc::waitpid(init_pid, &mut init_status, libc::WNOHANG) };
+        if reaped == init_pid {
+            let mut command_status = [0u8; 4];
+            let status = match nix::unistd::read(status_read, &mut command_status) {
+                Ok(4) => i32::from_ne_bytes(command_status),
+                _ => init_status,
+            };
+            exit_like(status);
+        }
+        if reaped < 0 {
+            exit_now(125);
+        }
+    }
+}
+
+/// Exits with the same status as a process that ended with `status`
+/// (a `waitpid` status): the same exit code, or death by the same signal.
+fn exit_like(status: libc::c_int) -> ! {
+    if libc::WIFEXITED(status) {
+        exit_now(libc::WEXITSTATUS(status));
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain syscalls on this process: no core file, default
+        // action, unblocked, then the signal itself.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(signal, libc::SIG_DFL);
+            let mut only: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut only);
+            libc::sigaddset(&mut only, signal);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
+        }
+        exit_now(128 + signal);
+    }
+    exit_now(125)
+}
+
+/// The init (PID 1 of the new PID namespace): mounts `/proc`, reports ready,
+/// waits for the go-ahead, forks the command, reaps every orphan, forwards
+/// signals, and exits with the command's status.
+fn run_init(
+    plan: &ChildPlan,
+    control: RawFd,
+    signals: &libc::sigset_t,
+    status_write: OwnedFd,
+) -> StepResult<Never> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .at(SetupStep::ParentDeathSignal)?;
+    // The outer process lives in the parent PID namespace (getppid() is 0
+    // here), so its death shows as the status pipe losing its reader.
+    let mut lifeline = [nix::poll::PollFd::new(
+        status_write.as_fd(),
+        nix::poll::PollFlags::POLLOUT,
+    )];
+    let outer_alive = nix::poll::poll(&mut lifeline, nix::poll::PollTimeout::ZERO)
+        .ok()
+        .and_then(|_| lifeline[0].revents())
+        .is_some_and(|events| !events.contains(nix::poll::PollFlags::POLLERR));
+    if !outer_alive {
+        exit_now(125);
+    }
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .at(SetupStep::MountProc)?;
+    nix::unistd::chdir(plan.cwd.as_c_str()).at(SetupStep::ChangeDirectory)?;
+
+    send_message(control, Message::Ready, None).at(SetupStep::SendListener)?;
+    let mut go = [0u8; MESSAGE_LEN];
+    // SAFETY: `control` is open for the life of this process.
+    let control_borrowed = unsafe { BorrowedFd::borrow_raw(control) };
+    match nix::unistd::read(control_borrowed, &mut go) {
+        Ok(length) if Message::decode(&go[..length]) == Some(Message::Go) => {}
+        // airlock went away or sent something else: do not run the command.
+        _ => exit_now(125),
+    }
+
+    // SAFETY: single-threaded process; the command child only runs
+    // `exec_command`, which execs or exits.
+    let command_pid = unsafe { libc::fork() };
+    if command_pid < 0 {
+        return Err((SetupStep::ForkCommand, io::Error::last_os_error()));
+    }
+    if command_pid == 0 {
+        drop(status_write);
+        exec_command(plan, control);
+    }
+    // SAFETY: `control` is this process's own descriptor, not used again.
+    unsafe { libc::close(control) };
+    reap_until_command_exits(command_pid, signals, &status_write)
+}
+
+/// The init's main loop.
+fn reap_until_command_exits(
+    command_pid: libc::pid_t,
+    signals: &libc::sigset_t,
+    status_write: &OwnedFd,
+) -> ! {
+    loop {
+        let (signal, from_process) = next_signal(signals);
+        if signal != libc::SIGCHLD {
+            if from_process {
+                // SAFETY: command_pid is this process's child (unreaped, or
+                // else the loop has already exited).
+                unsafe { libc::kill(command_pid, signal) };
+            }
+            continue;
+        }
+        // Reap every exited child: orphans are re-parented to this init.
+        loop {
+            let mut status = 0;
+            // SAFETY: `status` is a valid output; WNOHANG never blocks.
+            let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if reaped == command_pid {
+                // The outer process falls back to this init's own status if
+                // the write fails.
+                let _ = nix::unistd::write(status_write, &status.to_ne_bytes());
+                let code = if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    128 + libc::WTERMSIG(status)
+                };
+                exit_now(code);
+            }
+            if reaped <= 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// The command's process: drops every capability, resets signals, marks
+/// inherited descriptors close-on-exec, and execs. Never returns.
+fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
+    if let Err(error) = drop_capabilities() {
+        fail(control, SetupStep::DropCapabilities, &error);
+    }
+    if let Err(error) = close_range(3, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) {
+        fail(control, SetupStep::CloseInheritedDescriptors, &error);
+    }
+    if let Err(error) = reset_signals() {
+        fail(control, SetupStep::ResetSignals, &error);
+    }
+    let mut saw_permission_denied = false;
+    let mut last_errno = libc::ENOENT;
+    for candidate in &plan.program_candidates {
+        let Err(errno) = nix::unistd::execve(candidate, &plan.argv, &plan.env);
+        last_errno = errno as i32;
+        match errno {
+            nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR => {}
+            nix::errno::Errno::EACCES => saw_permission_denied = true,
+            _ => break,
+        }
+    }
+    let errno =
+        if saw_permission_denied && (last_errno == libc::ENOENT || last_errno == libc::ENOTDIR) {
+            libc::EACCES
+        } else {
+            last_errno
+        };
+    // If the report cannot be sent airlock still sees the exit status.
+    let _ = send_message(control, Message::ExecFailed { errno }, None);
+    exit_now(crate::error::ExecFailure::from_errno(errno).shell_status())
+}
+
+/// Empties the bounding, ambient, inheritable, permitted and effective
+/// capability sets, so that even a command running as uid 0 in the jail
+/// cannot undo the jail's mounts or network setup.
+fn drop_capabilities() -> io::Result<()> {
+    for capability in 0..=MAX_CAPABILITY {
+        // SAFETY: prctl with integer arguments; EINVAL past the last capability.
+        let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
+        if result != 0 {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(error);
+        }
+    }
+    // SAFETY: prctl with integer arguments.
+    let result = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[repr(C)]
+    struct CapabilityHeader {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapabilityData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = CapabilityHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapabilityData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and data match the kernel's v3 capset layout
+    // (one header, two data words) and outlive the call.
+    let result = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Default disposition for every signal and an empty signal mask, whatever
+/// airlock itself ignores or blocks (for example `SIGPIPE`, `SIGINT`).
+fn reset_signals() -> io::Result<()> {
+    for signal in 1..=MAX_SIGNAL {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: restoring the default action; numbers the C library
+        // reserves for itself fail with EINVAL, which is ignored.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
+    // SAFETY: an all-zero sigset_t is valid to initialise with sigemptyset.
+    let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `empty` is a valid sigset_t; the old mask is not needed.
+    let result = unsafe {
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut())
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! airlock's Linux jail: runs a command in fresh user, network, mount, PID,
+//! IPC and UTS namespaces whose only network is a set of listening sockets
+//! handed to airlock.
+//!
+//! Inside the jail's network namespace `lo` is up and the routes
+//! `local 0.0.0.0/0 dev lo table local` and `local ::/0 dev lo table local`
+//! make *every* address local. Wildcard listeners created there (TCP 80, 443,
+//! the rule ports and 53; UDP 53) therefore accept every connection the
+//! command makes, whatever its destination, and never reach any real network.
+//! The sockets are passed to airlock (which stays in the host's network
+//! namespace) over `SCM_RIGHTS`; airlock accepts on them and decides. For an
+//! accepted TCP connection, [`original_destination`] gives the address the
+//! command dialled; for UDP, [`recv_datagram`] gives it per datagram.
+//!
+//! Life cycle: [`Jail::spawn`] builds the jail and returns a [`RunningJail`]
+//! holding the listeners, with the command not yet started;
+//! [`RunningJail::start`] runs it; [`RunningJail::wait`] gives its exit
+//! status. Every setup failure is an error naming the step and the command
+//! is never executed (fail closed). If airlock dies, the jail dies with it.
+//!
+//! Signals: terminal-generated signals (Ctrl-C, window size changes) reach
+//! the command directly, as it stays in airlock's process group. A launcher
+//! should therefore ignore `SIGINT` while the command runs, as shells do, and
+//! forward only signals that a process sent it (`SIGTERM`, `SIGHUP`) with
+//! [`RunningJail::signal`] (or a [`JailSignaller`] from another thread).
+//!
+//! ```no_run
+//! use airlock_jail::{Jail, JailError, JailSpec, Protocol, original_destination};
+//!
+//! fn run() -> Result<i32, JailError> {
+//!     let spec = JailSpec {
+//!         argv: vec!["curl".into(), "https://example.com".into()],
+//!         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+//!         cwd: "/".into(),
+//!         tcp_ports: vec![80, 443],
+//!         hide_paths: vec!["/home/me/.config/airlock".into()],
+//!         bind_files: Vec::new(),
+//!     };
+//!     let mut jail = Jail::spawn(spec)?; // JailError::exit_status() == 125
+//!     for listener in std::mem::take(&mut jail.listeners) {
+//!         if listener.proto == Protocol::Tcp {
+//!             let Ok(listener) = listener.into_tcp_listener() else { continue };
+//!             std::thread::spawn(move || {
+//!                 for stream in listener.incoming().flatten() {
+//!                     // Where the command wanted to go: decide, then dial out.
+//!                     let _destination = original_destination(&stream);
+//!                 }
+//!             });
+//!         }
+//!     }
+//!     jail.start()?; // JailError::Exec → exit_status() 127 or 126
+//!     Ok(jail.wait()?.shell_status())
+//! }
+//! ```
+
+#![cfg(target_os = "linux")]
+#![warn(missing_docs)]
+
+mod addr;
+mod child;
+mod error;
+mod netlink;
+mod parent;
+mod wire;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+pub use addr::{Datagram, original_destination, recv_datagram, send_datagram_from};
+pub use error::{ExecFailure, JailError, SetupStep};
+pub use parent::{Jail, JailExit, JailSignaller, RunningJail};
+
+/// What to run in the jail and how to build it.
+#[derive(Debug, Clone, Default)]
+pub struct JailSpec {
+    /// The command and its arguments; `argv[0]` is searched in the `PATH` of
+    /// [`JailSpec::env`] unless it contains a `/`.
+    pub argv: Vec<OsString>,
+    /// The command's complete environment (nothing else is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// The command's working directory.
+    pub cwd: PathBuf,
+    /// TCP ports to listen on (80, 443 and the ports rules name); 53 is
+    /// always added, for TCP and UDP.
+    pub tcp_ports: Vec<u16>,
+    /// Existing paths the command must not see: a directory is covered by an
+    /// empty read-only tmpfs, a file by `/dev/null`. A missing path is an error.
+    pub hide_paths: Vec<PathBuf>,
+    /// `(source, destination)` files bind-mounted read-only, for example a CA
+    /// bundle over the system bundle; both must exist (a missing one is an
+    /// error). Binds are made before hiding, so a source may lie inside a
+    /// hidden directory; a destination inside one stays hidden.
+    pub bind_files: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Transport protocol of a handed socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// A listening TCP socket: accept connections on it.
+    Tcp,
+    /// A bound UDP socket (DNS): receive datagrams with [`recv_datagram`].
+    Udp,
+}
+
+/// A socket created inside the jail's network namespace and handed to airlock.
+#[derive(Debug)]
+pub struct HandedListener {
+    /// TCP (listening) or UDP (bound).
+    pub proto: Protocol,
+    /// The wildcard address and port it is bound to (`0.0.0.0:443`, `[::]:53`).
+    pub addr: SocketAddr,
+    /// The socket (blocking, close-on-exec). Call `set_nonblocking(true)`
+    /// after converting it before handing it to tokio's `from_std`.
+    pub fd: OwnedFd,
+}
+
+impl HandedListener {
+    /// The socket as a standard TCP listener; `Err(self)` for UDP sockets.
+    pub fn into_tcp_listener(self) -> Result<std::net::TcpListener, HandedListener> {
+        match self.proto {
+            Protocol::Tcp => Ok(std::net::TcpListener::from(self.fd)),
+            Protocol::Udp => Err(self),
+        }
+    }
+
+    /// The socket as a standard UDP socket; `Err(self)` for TCP listeners.
+    pub fn into_udp_socket(self) -> Result<std::net::UdpSocket, HandedListener> {
+        match self.proto {
+            Protocol::Udp => Ok(std::net::UdpSocket::from(self.fd)),
+            Protocol::Tcp => Err(self),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The jail's control protocol: fixed-size messages on a `SOCK_SEQPACKET`
+//! socket pair between airlock and the jail (listeners with their file
+//! descriptor, ready, failures, go-ahead).
+
+use crate::Protocol;
+use crate::error::SetupStep;
+
+/// Size of every control message in bytes.
+pub(crate) const MESSAGE_LEN: usize = 12;
+
+const KIND_LISTENER: u8 = 1;
+const KIND_READY: u8 = 2;
+const KIND_SETUP_FAILED: u8 = 3;
+const KIND_EXEC_FAILED: u8 = 4;
+const KIND_GO: u8 = 5;
+
+/// IP family of a handed listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// IPv4 (`0.0.0.0`).
+    V4,
+    /// IPv6 (`[::]`, `IPV6_V6ONLY`).
+    V6,
+}
+
+/// One control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Message {
+    /// A listening socket follows as `SCM_RIGHTS` (jail → airlock).
+    Listener {
+        proto: Protocol,
+        family: Family,
+        port: u16,
+    },
+    /// Setup finished; the jail waits for [`Message::Go`] (jail → airlock).
+    Ready,
+    /// A setup step failed with this errno (jail → airlock).
+    SetupFailed { step: SetupStep, errno: i32 },
+    /// `execve` of the command failed with this errno (jail → airlock).
+    ExecFailed { errno: i32 },
+    /// Run the command (airlock → jail).
+    Go,
+}
+
+impl Message {
+    /// Encodes the message into its fixed-size form.
+    pub(crate) fn encode(self) -> [u8; MESSAGE_LEN] {
+        let mut bytes = [0u8; MESSAGE_LEN];
+        match self {
+            Message::Listener {
+                proto,
+                family,
+                port,
+            } => {
+                bytes[0] = KIND_LISTENER;
+                bytes[1] = match proto {
+                    Protocol::Tcp => 0,
+                    Protocol::Udp => 1,
+                };
+                bytes[2] = match family {
+                    Family::V4 => 4,
+                    Family::V6 => 6,
+                };
+                bytes[4..6].copy_from_slice(&port.to_le_bytes());
+            }
+            Message::Ready => bytes[0] = KIND_READY,
+            Message::SetupFailed { step, errno } => {
+                bytes[0] = KIND_SETUP_FAILED;
+                bytes[3] = step.code();
+                bytes[8..12].copy_from_slice(&errno.to_le_bytes());
+            }
+            Message::ExecFailed { errno } => {
+                bytes[0] = KIND_EXEC_FAILED;
+                bytes[8..12].copy_from_slice(&errno.to_le_bytes());
+            }
+            Message::Go => bytes[0] = KIND_GO,
+        }
+        bytes
+    }
+
+    /// Decodes a message; `None` for anything malformed.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Message> {
+        let bytes: &[u8; MESSAGE_LEN] = bytes.try_into().ok()?;
+        let errno = i32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        match bytes[0] {
+            KIND_LISTENER => {
+                let proto = match bytes[1] {
+                    0 => Protocol::Tcp,
+                    1 => Protocol::Udp,
+                    _ => return None,
+                };
+                let family = match bytes[2] {
+                    4 => Family::V4,
+                    6 => Family::V6,
+                    _ => return None,
+                };
+                let port = u16::from_le_bytes([bytes[4], bytes[5]]);
+                Some(Message::Listener {
+                    proto,
+                    family,
+                    port,
+                })
+            }
+            KIND_READY => Some(Message::Ready),
+            KIND_SETUP_FAILED => Some(Message::SetupFailed {
+                step: SetupStep::from_code(bytes[3])?,
+                errno,
+            }),
+            KIND_EXEC_FAILED => Some(Message::ExecFailed { errno }),
+            KIND_GO => Some(Message::Go),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let messages = [
+            Message::Listener {
+                proto: Protocol::Udp,
+                family: Family::V6,
+                port: 53,
+            },
+            Message::Listener {
+                proto: Protocol::Tcp,
+                family: Family::V4,
+                port: 65535,
+            },
+            Message::Ready,
+            Message::SetupFailed {
+                step: SetupStep::MountProc,
+                errno: libc::EPERM,
+            },
+            Message::ExecFailed {
+                errno: libc::ENOENT,
+            },
+            Message::Go,
+        ];
+        for message in messages {
+            assert_eq!(Message::decode(&message.encode()), Some(message));
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_rejected() {
+        assert_eq!(Message::decode(&[]), None);
+        assert_eq!(Message::decode(&[1u8; MESSAGE_LEN + 1]), None);
+        let mut bytes = Message::Ready.encode();
+        bytes[0] = 99;
+        assert_eq!(Message::decode(&bytes), None);
+        let mut bytes = Message::Listener {
+            proto: Protocol::Tcp,
+            family: Family::V4,
+            port: 1,
+        }
+        .encode();
+        bytes[2] = 5;
+        assert_eq!(Message::decode(&bytes), None);
+    }
+}

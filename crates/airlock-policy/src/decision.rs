@@ -1,0 +1,200 @@
+//! The answer of the policy engine: allow or deny, which rule decided, and why.
+//!
+//! [`Reason`] is the closed list of refusal reasons of the product contract (PRODUCT.md §4);
+//! its `as_str` spelling is what the 403 body, the audit log and `policy explain --json` show.
+
+use std::fmt;
+
+/// Allow or deny.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// The request may pass.
+    Allow,
+    /// The request is refused.
+    Deny,
+}
+
+impl Verdict {
+    /// `"allow"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// Why a request was refused (PRODUCT.md §4). Exhaustive: adding one is a contract change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// No allow rule names the host (or the IP literal).
+    HostNotAllowed,
+    /// A rule names the host but not this method.
+    MethodNotAllowed,
+    /// A rule names the host and method but no path glob/regex matches.
+    PathNotAllowed,
+    /// A deny rule matched.
+    DeniedByRule,
+    /// The destination resolves to a non-global address the operator did not name.
+    PrivateAddress,
+    /// CONNECT target, SNI, Host / :authority or absolute URI disagree.
+    HostMismatch,
+    /// The path still hides `..`, a backslash, a NUL or an encoded slash after canonicalisation.
+    PathUnsafe,
+    /// A surrogate of a secret was sent to a host outside that secret's hosts.
+    SecretOutOfScope,
+    /// A credential that is not the configured surrogate was sent to a secret's host.
+    ForeignCredential,
+    /// A body that a rule must inspect could not be inspected.
+    BodyUninspectable,
+    /// An MCP `tools/call` named a tool the policy refuses.
+    McpToolDenied,
+}
+
+impl Reason {
+    /// Every reason, in contract order.
+    pub const ALL: [Reason; 11] = [
+        Reason::HostNotAllowed,
+        Reason::MethodNotAllowed,
+        Reason::PathNotAllowed,
+        Reason::DeniedByRule,
+        Reason::PrivateAddress,
+        Reason::HostMismatch,
+        Reason::PathUnsafe,
+        Reason::SecretOutOfScope,
+        Reason::ForeignCredential,
+        Reason::BodyUninspectable,
+        Reason::McpToolDenied,
+    ];
+
+    /// The contract spelling, e.g. `host_not_allowed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::HostNotAllowed => "host_not_allowed",
+            Reason::MethodNotAllowed => "method_not_allowed",
+            Reason::PathNotAllowed => "path_not_allowed",
+            Reason::DeniedByRule => "denied_by_rule",
+            Reason::PrivateAddress => "private_address",
+            Reason::HostMismatch => "host_mismatch",
+            Reason::PathUnsafe => "path_unsafe",
+            Reason::SecretOutOfScope => "secret_out_of_scope",
+            Reason::ForeignCredential => "foreign_credential",
+            Reason::BodyUninspectable => "body_uninspectable",
+            Reason::McpToolDenied => "mcp_tool_denied",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of deciding one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Allow or deny.
+    pub verdict: Verdict,
+    /// The id of the rule that decided (`network.allow[3]`, `team.yaml:network.deny[0]`),
+    /// or `None` when the default (deny) decided.
+    pub rule: Option<String>,
+    /// Why it was refused; `None` for an allow.
+    pub reason: Option<Reason>,
+}
+
+impl Decision {
+    /// An allow by `rule`.
+    pub fn allow(rule: impl Into<String>) -> Self {
+        Decision {
+            verdict: Verdict::Allow,
+            rule: Some(rule.into()),
+            reason: None,
+        }
+    }
+
+    /// A refusal for `reason`, decided by `rule` (or by the default when `None`).
+    pub fn deny(reason: Reason, rule: Option<String>) -> Self {
+        Decision {
+            verdict: Verdict::Deny,
+            rule,
+            reason: Some(reason),
+        }
+    }
+
+    /// Whether the request may pass.
+    pub fn is_allow(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+}
+
+/// The human explanation of a refusal: the `message` and `hint` of the 403 body
+/// (PRODUCT.md §4) and of `airlock policy explain`. One place, so every surface says the
+/// same thing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// What happened, in one sentence.
+    pub message: String,
+    /// What the operator can change to allow it (or why they should not).
+    pub hint: String,
+}
+
+impl Reason {
+    /// Explains a refusal of `method host path` for this reason. `rule` is the deciding
+    /// rule id, when one decided.
+    pub fn explain(self, method: &str, host: &str, path: &str, rule: Option<&str>) -> Explanation {
+        let rule = rule.unwrap_or("the policy");
+        let (message, hint) = match self {
+            Reason::HostNotAllowed => (
+                format!("{host} is not in the allowlist"),
+                format!("add `- host: {host}` under network.allow in airlock.yaml"),
+            ),
+            Reason::MethodNotAllowed => (
+                format!("{method} is not allowed for {host}"),
+                format!("add {method} to the methods of the rule for {host} in airlock.yaml"),
+            ),
+            Reason::PathNotAllowed => (
+                format!("{method} {path} is not allowed for {host}"),
+                format!("add a glob matching {path} to the paths of the rule for {host} in airlock.yaml"),
+            ),
+            Reason::DeniedByRule => (
+                format!("{host} is refused by {rule}"),
+                format!("remove or narrow {rule} in airlock.yaml if this request should pass"),
+            ),
+            Reason::PrivateAddress => (
+                format!("{host} resolves to a private, loopback or link-local address"),
+                format!(
+                    "if the operator means to reach it, name the address: a `cidr` allow rule, \
+                     an allow rule for the IP literal, or `--resolve {host}:ADDR`"
+                ),
+            ),
+            Reason::HostMismatch => (
+                "the CONNECT target, TLS SNI, Host header and URL do not name the same host".to_owned(),
+                "send the request to the host it is addressed to; domain fronting is refused".to_owned(),
+            ),
+            Reason::PathUnsafe => (
+                format!("the path {path} hides `..`, a backslash, a NUL or an encoded slash"),
+                "send the path in its plain form; encoded traversal is refused on hosts with path rules"
+                    .to_owned(),
+            ),
+            Reason::SecretOutOfScope => (
+                format!("a credential placeholder was sent to {host}, which is not one of its hosts"),
+                format!("add {host} to the secret's hosts in airlock.yaml only if it should receive that credential"),
+            ),
+            Reason::ForeignCredential => (
+                format!("{host} received a credential that is not the one configured for it"),
+                "use the credential placeholder from the environment; other accounts are refused".to_owned(),
+            ),
+            Reason::BodyUninspectable => (
+                format!("the body of {method} {path} must be inspected but could not be"),
+                "send an uncompressed body within the size limit".to_owned(),
+            ),
+            Reason::McpToolDenied => (
+                format!("an MCP tool call to {host} is refused by {rule}"),
+                "allow the tool under mcp[].tools.allow in airlock.yaml if the agent should call it"
+                    .to_owned(),
+            ),
+        };
+        Explanation { message, hint }
+    }
+}

@@ -1,0 +1,29 @@
+//! The policy engine of airlock: what a policy says, how it is read, and how a request is
+//! decided against it. Everything here is pure (no I/O beyond what the caller hands in)
+//! so that it can be unit-, property- and fuzz-tested in isolation.
+//!
+//! The pipeline is:
+//!
+//! 1. [`load`] turns a document (native YAML or JSON) into a validated [`model::Policy`],
+//!    collecting *every* error with its `file:line:col`; [`import`] does the same for the
+//!    seed formats; [`rule`] parses the `--allow RULE` shorthand.
+//! 2. [`model::Policy::combine`] unions several sources, prefixing rule ids by source.
+//! 3. [`matcher::CompiledPolicy::compile`] builds the lookup structure once.
+//! 4. [`canonical`] turns what a client sent into one [`canonical::CanonicalRequest`].
+//! 5. [`matcher::CompiledPolicy::decide`] answers with a [`decision::Decision`].
+
+pub mod canonical;
+pub mod decision;
+pub mod emit;
+pub mod import;
+pub mod load;
+pub mod matcher;
+pub mod model;
+pub mod net;
+pub mod rule;
+
+pub use canonical::{CanonicalRequest, Host};
+pub use decision::{Decision, Reason, Verdict};
+pub use load::{LoadError, Located};
+pub use matcher::CompiledPolicy;
+pub use model::Policy;

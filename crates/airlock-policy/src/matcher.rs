@@ -1,0 +1,676 @@
+//! The compiled matcher: a [`Policy`] turned once into hash maps, glob sets and regex sets
+//! so that deciding a request looks only at the rules that name its host, never at every
+//! rule.
+//!
+//! # Semantics
+//!
+//! * **Default deny.** A request passes iff it matches no deny rule and at least one allow
+//!   rule. Deny wins. The allow rule reported is the lowest-index one that matches.
+//! * **Hosts.** [`HostPattern::Exact`] matches that name only. [`HostPattern::Wildcard`]
+//!   (`*.suffix`) matches one or more labels in front of the suffix, never the suffix
+//!   itself. [`HostPattern::Any`] matches every *name* and never an IP literal.
+//!   [`HostPattern::Ip`] matches that IP literal only, and [`Target::Cidr`] the IP-literal
+//!   hosts inside the block. An IPv4-mapped IPv6 literal (`[::ffff:10.0.0.1]`) is also
+//!   looked up as its IPv4 address; for deny rules every IPv6 form with a fixed embedded
+//!   IPv4 address ([`net::embedded_ipv4`]: mapped, compatible, NAT64, 6to4, Teredo) is,
+//!   so that a deny on an IPv4 block cannot be sidestepped through IPv6.
+//! * **Ports.** An allow rule applies to [`Rule::effective_ports`] (default 80 and 443). A
+//!   deny rule without `ports` applies to *every* port: a deny must not be escapable by
+//!   choosing another port.
+//! * **Methods.** `None` means every method.
+//! * **Paths.** `paths` are globs on the canonical path without query (`*` stays inside
+//!   one segment, `**` crosses segments); `path_regex` are full matches (`^(?:re)$`) on the
+//!   canonical path plus `?` and the query when there is one. A rule with both passes if
+//!   either matches; a rule with neither matches every path.
+//! * **Unsafe paths.** When the canonicaliser refused the path ([`PathUnsafe`]) and the
+//!   host has path rules on that port (any allow rule with `paths`/`path_regex`, or a deny
+//!   with paths matching host, port and method), the request is refused as `path_unsafe`,
+//!   even if a rule without paths would allow it (PRODUCT.md §3). On a host whose rules
+//!   have no path constraints the path does not matter and decides nothing.
+//! * **Reasons**, in order: a matching deny → `denied_by_rule` (its id); no allow rule for
+//!   the host, or none for the host on this port → `host_not_allowed` (IP literals that no
+//!   rule names included); rules for host and port but none with this method →
+//!   `method_not_allowed`; otherwise `path_not_allowed`.
+//! * **Tunnels** ([`CompiledPolicy::decide_tunnel`], before any request is seen): refused
+//!   by a matching deny rule without methods or paths, or when no allow rule matches host
+//!   and port; raw (non-HTTP) TCP is allowed only if a matching allow rule is
+//!   destination-only ([`Rule::is_destination_only`]).
+//! * **Addresses** ([`CompiledPolicy::check_address`]): a deny `cidr` (or deny IP-literal
+//!   host) without methods or paths covering the address — on any port, since the port
+//!   is not known here — refuses it as `denied_by_rule`; otherwise a non-global address
+//!   ([`net::is_global`]) is refused as `private_address` unless an allow `cidr` covers it
+//!   or an allow rule's host is that IP literal. `HostPattern::Any` never exempts an
+//!   address. `--resolve` exemptions are the proxy's business.
+//! * **Secrets, passthrough, MCP** use the same host matching.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+use ipnet::IpNet;
+use regex::{RegexSet, RegexSetBuilder};
+
+use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
+use crate::decision::{Decision, Reason};
+use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
+use crate::net;
+
+/// Largest compiled program of one rule's regex set, in bytes.
+const REGEX_SIZE_LIMIT: usize = 4 << 20;
+/// Largest lazy DFA cache of one rule's regex set, in bytes.
+const REGEX_DFA_SIZE_LIMIT: usize = 2 << 20;
+
+/// A policy compiled for fast decisions. Cheap to share (`Arc` inside); build a new one
+/// when the policy changes.
+#[derive(Clone, Debug)]
+pub struct CompiledPolicy {
+    /// The policy this was compiled from.
+    policy: Arc<Policy>,
+    /// `network.allow`, compiled, same order.
+    allow: Vec<CompiledRule>,
+    /// `network.deny`, compiled, same order.
+    deny: Vec<CompiledRule>,
+    /// Host lookup into `allow`.
+    allow_index: HostIndex,
+    /// Host lookup into `deny`.
+    deny_index: HostIndex,
+    /// Host lookup into `network.tls_passthrough`.
+    passthrough_index: HostIndex,
+    /// Host lookup into `secrets`.
+    secret_index: HostIndex,
+    /// Host lookup into `mcp`.
+    mcp_index: HostIndex,
+    /// The path glob of each `mcp` rule, same order.
+    mcp_paths: Vec<GlobSet>,
+}
+
+/// Why a policy could not be compiled. The loader validates globs and regexes, so these
+/// mean a policy was built by hand or a limit was exceeded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// A path glob does not compile.
+    #[error("{rule}: the path glob {glob:?} is invalid: {message}")]
+    Glob {
+        /// The rule id.
+        rule: String,
+        /// The glob as written.
+        glob: String,
+        /// What the glob compiler said.
+        message: String,
+    },
+    /// A path regex does not compile or exceeds the size limit.
+    #[error("{rule}: a path_regex is invalid or too large: {message}")]
+    Regex {
+        /// The rule id.
+        rule: String,
+        /// What the regex compiler said.
+        message: String,
+    },
+}
+
+/// The decision on a tunnel (CONNECT, SNI, raw TCP) before any request is seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunnelDecision {
+    /// Allow or deny the tunnel.
+    pub decision: Decision,
+    /// Whether non-HTTP bytes may pass as raw TCP (some matching allow rule has no
+    /// methods, paths or regexes).
+    pub raw_tcp_allowed: bool,
+}
+
+/// One network rule in matching form.
+#[derive(Clone, Debug)]
+struct CompiledRule {
+    /// Ports it applies to; `None` = every port (deny rules without `ports`).
+    ports: Option<Vec<u16>>,
+    /// Methods it applies to; `None` = every method.
+    methods: Option<Vec<String>>,
+    /// Path globs, if the rule has any.
+    globs: Option<GlobSet>,
+    /// Anchored path regexes, if the rule has any.
+    regexes: Option<RegexSet>,
+}
+
+impl CompiledRule {
+    /// Compile `rule`; `every_port_by_default` is set for deny rules.
+    fn compile(rule: &Rule, every_port_by_default: bool) -> Result<Self, CompileError> {
+        let ports = match (&rule.ports, every_port_by_default) {
+            (Some(ports), _) => Some(ports.clone()),
+            (None, true) => None,
+            (None, false) => Some(rule.effective_ports().to_vec()),
+        };
+        let globs = if rule.paths.is_empty() {
+            None
+        } else {
+            Some(compile_globs(&rule.id, &rule.paths)?)
+        };
+        let regexes = if rule.path_regex.is_empty() {
+            None
+        } else {
+            let anchored = rule.path_regex.iter().map(|re| format!("^(?:{re})$"));
+            let set = RegexSetBuilder::new(anchored)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+                .build()
+                .map_err(|err| CompileError::Regex {
+                    rule: rule.id.clone(),
+                    message: err.to_string(),
+                })?;
+            Some(set)
+        };
+        Ok(CompiledRule {
+            ports,
+            methods: rule.methods.clone(),
+            globs,
+            regexes,
+        })
+    }
+
+    /// Whether the rule applies to `port`.
+    fn applies_to_port(&self, port: u16) -> bool {
+        self.ports
+            .as_ref()
+            .is_none_or(|ports| ports.contains(&port))
+    }
+
+    /// Whether the rule applies to `method`.
+    fn applies_to_method(&self, method: &str) -> bool {
+        self.methods
+            .as_ref()
+            .is_none_or(|methods| methods.iter().any(|m| m == method))
+    }
+
+    /// Whether the rule constrains paths.
+    fn has_path_constraints(&self) -> bool {
+        self.globs.is_some() || self.regexes.is_some()
+    }
+
+    /// Whether the rule has neither methods nor path constraints.
+    fn is_destination_only(&self) -> bool {
+        self.methods.is_none() && !self.has_path_constraints()
+    }
+
+    /// Whether a safe canonical path matches (true for a rule without path constraints).
+    fn matches_path(&self, path: &PathView<'_>) -> bool {
+        if !self.has_path_constraints() {
+            return true;
+        }
+        self.globs
+            .as_ref()
+            .is_some_and(|globs| globs.is_match_candidate(&path.candidate))
+            || self
+                .regexes
+                .as_ref()
+                .is_some_and(|regexes| regexes.is_match(path.with_query()))
+    }
+}
+
+/// Compile path globs with `*` kept inside a segment.
+fn compile_globs(rule: &str, globs: &[String]) -> Result<GlobSet, CompileError> {
+    let mut builder = GlobSetBuilder::new();
+    for glob in globs {
+        let compiled = GlobBuilder::new(glob)
+            .literal_separator(true)
+            .build()
+            .map_err(|err| CompileError::Glob {
+                rule: rule.to_owned(),
+                glob: glob.clone(),
+                message: err.kind().to_string(),
+            })?;
+        builder.add(compiled);
+    }
+    builder.build().map_err(|err| CompileError::Glob {
+        rule: rule.to_owned(),
+        glob: err.glob().unwrap_or_default().to_owned(),
+        message: err.kind().to_string(),
+    })
+}
+
+/// A safe canonical path prepared once per decision for every rule.
+struct PathView<'a> {
+    /// The path for glob matching.
+    candidate: Candidate<'a>,
+    /// The path alone.
+    path: &'a str,
+    /// The query, if any.
+    query: Option<&'a str>,
+    /// `path?query`, built on first use by a regex.
+    joined: std::cell::OnceCell<String>,
+}
+
+impl<'a> PathView<'a> {
+    fn new(path: &'a str, query: Option<&'a str>) -> Self {
+        PathView {
+            candidate: Candidate::from_bytes(path.as_bytes()),
+            path,
+            query,
+            joined: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The path plus `?query` when there is a query.
+    fn with_query(&self) -> &str {
+        match self.query {
+            None => self.path,
+            Some(query) => self.joined.get_or_init(|| format!("{}?{query}", self.path)),
+        }
+    }
+}
+
+/// Host lookup structure: from a host to the indices of the entries that name it.
+#[derive(Clone, Debug, Default)]
+struct HostIndex {
+    /// `HostPattern::Exact`.
+    exact: HashMap<String, Vec<usize>>,
+    /// `HostPattern::Wildcard`, keyed by suffix.
+    wildcard: HashMap<String, Vec<usize>>,
+    /// `HostPattern::Any`.
+    any: Vec<usize>,
+    /// `HostPattern::Ip`.
+    ip: HashMap<IpAddr, Vec<usize>>,
+    /// IPv4 CIDR blocks: one map per distinct prefix length, keyed by masked network.
+    v4_blocks: Vec<(u8, HashMap<u32, Vec<usize>>)>,
+    /// IPv6 CIDR blocks, likewise.
+    v6_blocks: Vec<(u8, HashMap<u128, Vec<usize>>)>,
+}
+
+/// Which IPv6-embedded IPv4 forms an IP lookup also tries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Embedded {
+    /// Only IPv4-mapped (`::ffff:a.b.c.d`), which is the same destination.
+    Mapped,
+    /// Every fixed-position embedding ([`net::embedded_ipv4`]).
+    Any,
+}
+
+impl HostIndex {
+    /// Index `pattern` as entry `index` (an IPv4-mapped IPv6 literal as its IPv4 address,
+    /// which lookups also try).
+    fn insert_pattern(&mut self, pattern: &HostPattern, index: usize) {
+        match pattern {
+            HostPattern::Exact(name) => self.exact.entry(name.clone()).or_default().push(index),
+            HostPattern::Wildcard(suffix) => {
+                self.wildcard.entry(suffix.clone()).or_default().push(index)
+            }
+            HostPattern::Ip(addr) => self.ip.entry(canonical_ip(*addr)).or_default().push(index),
+            HostPattern::Any => self.any.push(index),
+        }
+    }
+
+    /// Index the block `net` as entry `index`.
+    fn insert_block(&mut self, net: IpNet, index: usize) {
+        let net = net.trunc();
+        match net {
+            IpNet::V4(v4) => {
+                let key = u32::from(v4.network());
+                block_map(&mut self.v4_blocks, v4.prefix_len())
+                    .entry(key)
+                    .or_default()
+                    .push(index);
+            }
+            IpNet::V6(v6) => {
+                let key = u128::from(v6.network());
+                block_map(&mut self.v6_blocks, v6.prefix_len())
+                    .entry(key)
+                    .or_default()
+                    .push(index);
+            }
+        }
+    }
+
+    /// Index a rule's target as entry `index`.
+    fn insert_target(&mut self, target: &Target, index: usize) {
+        match target {
+            Target::Host(pattern) => self.insert_pattern(pattern, index),
+            Target::Cidr(net) => self.insert_block(*net, index),
+        }
+    }
+
+    /// Call `visit` with the index of every entry naming `host` (an index may come more
+    /// than once when an address is looked up in several forms).
+    fn for_each(&self, host: &Host, embedded: Embedded, mut visit: impl FnMut(usize)) {
+        match host {
+            Host::Name(name) => {
+                visit_all(self.exact.get(name.as_str()), &mut visit);
+                for (dot, _) in name.match_indices('.') {
+                    visit_all(self.wildcard.get(&name[dot + 1..]), &mut visit);
+                }
+                self.any.iter().copied().for_each(&mut visit);
+            }
+            Host::Ip(addr) => self.for_each_address(*addr, embedded, &mut visit),
+        }
+    }
+
+    /// Call `visit` for every `Ip` pattern and block naming `addr` (and its embedded
+    /// IPv4 form as chosen by `embedded`).
+    fn for_each_address(&self, addr: IpAddr, embedded: Embedded, visit: &mut impl FnMut(usize)) {
+        self.for_each_exact_address(addr, visit);
+        if let IpAddr::V6(v6) = addr {
+            let inner = match embedded {
+                Embedded::Mapped => v6.to_ipv4_mapped(),
+                Embedded::Any => net::embedded_ipv4(v6),
+            };
+            if let Some(v4) = inner {
+                self.for_each_exact_address(IpAddr::V4(v4), visit);
+            }
+        }
+    }
+
+    /// Call `visit` for every `Ip` pattern and block naming exactly `addr`.
+    fn for_each_exact_address(&self, addr: IpAddr, visit: &mut impl FnMut(usize)) {
+        visit_all(self.ip.get(&addr), visit);
+        match addr {
+            IpAddr::V4(v4) => {
+                let bits = u32::from(v4);
+                for (len, map) in &self.v4_blocks {
+                    let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
+                    visit_all(map.get(&(bits & mask)), visit);
+                }
+            }
+            IpAddr::V6(v6) => {
+                let bits = u128::from(v6);
+                for (len, map) in &self.v6_blocks {
+                    let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+                    visit_all(map.get(&(bits & mask)), visit);
+                }
+            }
+        }
+    }
+}
+
+/// The map for prefix length `len`, created if needed.
+fn block_map<K>(
+    blocks: &mut Vec<(u8, HashMap<K, Vec<usize>>)>,
+    len: u8,
+) -> &mut HashMap<K, Vec<usize>> {
+    let position = match blocks.iter().position(|(l, _)| *l == len) {
+        Some(position) => position,
+        None => {
+            blocks.push((len, HashMap::new()));
+            blocks.len() - 1
+        }
+    };
+    &mut blocks[position].1
+}
+
+/// Visit every index of an optional list.
+fn visit_all(indices: Option<&Vec<usize>>, visit: &mut impl FnMut(usize)) {
+    if let Some(indices) = indices {
+        indices.iter().copied().for_each(visit);
+    }
+}
+
+/// Keep the smaller of two optional indices.
+fn lowest(current: Option<usize>, candidate: usize) -> Option<usize> {
+    Some(current.map_or(candidate, |c| c.min(candidate)))
+}
+
+impl CompiledPolicy {
+    /// Compile a policy (a copy is kept). Fails only on globs or regexes the loader should
+    /// already have refused, or on regexes above the size limits.
+    pub fn compile(policy: &Policy) -> Result<Self, CompileError> {
+        let allow = policy
+            .network
+            .allow
+            .iter()
+            .map(|rule| CompiledRule::compile(rule, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        let deny = policy
+            .network
+            .deny
+            .iter()
+            .map(|rule| CompiledRule::compile(rule, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut allow_index = HostIndex::default();
+        for (index, rule) in policy.network.allow.iter().enumerate() {
+            allow_index.insert_target(&rule.target, index);
+        }
+        let mut deny_index = HostIndex::default();
+        for (index, rule) in policy.network.deny.iter().enumerate() {
+            deny_index.insert_target(&rule.target, index);
+        }
+        let mut passthrough_index = HostIndex::default();
+        for (index, pattern) in policy.network.tls_passthrough.iter().enumerate() {
+            passthrough_index.insert_pattern(pattern, index);
+        }
+        let mut secret_index = HostIndex::default();
+        for (index, secret) in policy.secrets.iter().enumerate() {
+            for pattern in &secret.hosts {
+                secret_index.insert_pattern(pattern, index);
+            }
+        }
+        let mut mcp_index = HostIndex::default();
+        let mut mcp_paths = Vec::with_capacity(policy.mcp.len());
+        for (index, rule) in policy.mcp.iter().enumerate() {
+            mcp_index.insert_pattern(&rule.host, index);
+            mcp_paths.push(compile_globs(&rule.id, std::slice::from_ref(&rule.path))?);
+        }
+        Ok(CompiledPolicy {
+            policy: Arc::new(policy.clone()),
+            allow,
+            deny,
+            allow_index,
+            deny_index,
+            passthrough_index,
+            secret_index,
+            mcp_index,
+            mcp_paths,
+        })
+    }
+
+    /// The policy this was compiled from.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Decide an HTTP request (see the module documentation for the rules).
+    pub fn decide(&self, req: &CanonicalRequest) -> Decision {
+        let path = match &req.path {
+            Ok(path) => Ok(PathView::new(path, req.query.as_deref())),
+            Err(unsafe_path) => Err(*unsafe_path),
+        };
+        if let Some(refusal) = self.deny_decision(req, &path) {
+            return refusal;
+        }
+        self.allow_decision(req, &path)
+    }
+
+    /// The refusal by a deny rule, if one applies.
+    fn deny_decision(
+        &self,
+        req: &CanonicalRequest,
+        path: &Result<PathView<'_>, PathUnsafe>,
+    ) -> Option<Decision> {
+        let mut denied: Option<usize> = None;
+        let mut undecidable = false;
+        self.deny_index.for_each(&req.host, Embedded::Any, |index| {
+            let rule = &self.deny[index];
+            if !rule.applies_to_port(req.port) || !rule.applies_to_method(&req.method) {
+                return;
+            }
+            match path {
+                Ok(view) if rule.matches_path(view) => denied = lowest(denied, index),
+                Ok(_) => {}
+                Err(_) if rule.has_path_constraints() => undecidable = true,
+                Err(_) => denied = lowest(denied, index),
+            }
+        });
+        if let Some(index) = denied {
+            return Some(Decision::deny(
+                Reason::DeniedByRule,
+                Some(self.policy.network.deny[index].id.clone()),
+            ));
+        }
+        undecidable.then(|| Decision::deny(Reason::PathUnsafe, None))
+    }
+
+    /// The decision of the allow rules (deny rules have not matched).
+    fn allow_decision(
+        &self,
+        req: &CanonicalRequest,
+        path: &Result<PathView<'_>, PathUnsafe>,
+    ) -> Decision {
+        let mut allowed: Option<usize> = None;
+        let mut host_and_port = false;
+        let mut method = false;
+        let mut undecidable = false;
+        self.allow_index
+            .for_each(&req.host, Embedded::Mapped, |index| {
+                let rule = &self.allow[index];
+                if !rule.applies_to_port(req.port) {
+                    return;
+                }
+                host_and_port = true;
+                if path.is_err() && rule.has_path_constraints() {
+                    // PRODUCT.md §3: an unsafe path is refused on every host that has
+                    // path rules, even when a rule without paths would allow it.
+                    undecidable = true;
+                }
+                if !rule.applies_to_method(&req.method) {
+                    return;
+                }
+                method = true;
+                match path {
+                    Ok(view) if rule.matches_path(view) => allowed = lowest(allowed, index),
+                    Ok(_) => {}
+                    Err(_) if rule.has_path_constraints() => undecidable = true,
+                    Err(_) => allowed = lowest(allowed, index),
+                }
+            });
+        if undecidable {
+            return Decision::deny(Reason::PathUnsafe, None);
+        }
+        if let Some(index) = allowed {
+            return Decision::allow(self.policy.network.allow[index].id.clone());
+        }
+        let reason = if !host_and_port {
+            Reason::HostNotAllowed
+        } else if !method {
+            Reason::MethodNotAllowed
+        } else {
+            Reason::PathNotAllowed
+        };
+        Decision::deny(reason, None)
+    }
+
+    /// Decide a tunnel (CONNECT, SNI, raw TCP) to `host:port` before any request is seen.
+    pub fn decide_tunnel(&self, host: &Host, port: u16) -> TunnelDecision {
+        let mut denied: Option<usize> = None;
+        self.deny_index.for_each(host, Embedded::Any, |index| {
+            let rule = &self.deny[index];
+            if rule.is_destination_only() && rule.applies_to_port(port) {
+                denied = lowest(denied, index);
+            }
+        });
+        if let Some(index) = denied {
+            return TunnelDecision {
+                decision: Decision::deny(
+                    Reason::DeniedByRule,
+                    Some(self.policy.network.deny[index].id.clone()),
+                ),
+                raw_tcp_allowed: false,
+            };
+        }
+        let mut allowed: Option<usize> = None;
+        let mut raw_tcp_allowed = false;
+        self.allow_index.for_each(host, Embedded::Mapped, |index| {
+            let rule = &self.allow[index];
+            if rule.applies_to_port(port) {
+                allowed = lowest(allowed, index);
+                raw_tcp_allowed |= rule.is_destination_only();
+            }
+        });
+        match allowed {
+            Some(index) => TunnelDecision {
+                decision: Decision::allow(self.policy.network.allow[index].id.clone()),
+                raw_tcp_allowed,
+            },
+            None => TunnelDecision {
+                decision: Decision::deny(Reason::HostNotAllowed, None),
+                raw_tcp_allowed: false,
+            },
+        }
+    }
+
+    /// Check the address `host` resolved to (or the literal itself) before dialling it.
+    ///
+    /// Refused: an IP-literal `host` dialled at another address (`host_mismatch`); an
+    /// address covered by a deny `cidr` or deny IP-literal host without methods or paths
+    /// (`denied_by_rule`, whatever the rule's ports); a non-global address that no allow
+    /// `cidr` covers and no allow rule names as its IP-literal host (`private_address`).
+    pub fn check_address(&self, host: &Host, addr: IpAddr) -> Result<(), Decision> {
+        if let Host::Ip(literal) = host
+            && canonical_ip(*literal) != canonical_ip(addr)
+        {
+            return Err(Decision::deny(Reason::HostMismatch, None));
+        }
+        let mut denied: Option<usize> = None;
+        self.deny_index
+            .for_each_address(addr, Embedded::Any, &mut |index| {
+                if self.deny[index].is_destination_only() {
+                    denied = lowest(denied, index);
+                }
+            });
+        if let Some(index) = denied {
+            return Err(Decision::deny(
+                Reason::DeniedByRule,
+                Some(self.policy.network.deny[index].id.clone()),
+            ));
+        }
+        if net::is_global(addr) {
+            return Ok(());
+        }
+        let mut named = false;
+        self.allow_index
+            .for_each_address(addr, Embedded::Mapped, &mut |_| named = true);
+        if named {
+            Ok(())
+        } else {
+            Err(Decision::deny(Reason::PrivateAddress, None))
+        }
+    }
+
+    /// Whether `host`'s TLS is passed through un-intercepted (`network.tls_passthrough`).
+    /// Whether the host is allowed at all is [`CompiledPolicy::decide_tunnel`]'s answer.
+    pub fn is_passthrough(&self, host: &Host) -> bool {
+        let mut found = false;
+        self.passthrough_index
+            .for_each(host, Embedded::Mapped, |_| found = true);
+        found
+    }
+
+    /// The secrets whose `hosts` match `host`, in policy order, each once.
+    pub fn secrets_for_host(&self, host: &Host) -> Vec<&Secret> {
+        let mut indices = Vec::new();
+        self.secret_index
+            .for_each(host, Embedded::Mapped, |index| indices.push(index));
+        indices.sort_unstable();
+        indices.dedup();
+        indices
+            .into_iter()
+            .filter_map(|index| self.policy.secrets.get(index))
+            .collect()
+    }
+
+    /// The first (lowest-index) MCP rule whose host matches `host` and whose path glob
+    /// matches `path` (a canonical path without query).
+    pub fn mcp_rule(&self, host: &Host, path: &str) -> Option<&McpRule> {
+        let candidate = Candidate::from_bytes(path.as_bytes());
+        let mut found: Option<usize> = None;
+        self.mcp_index.for_each(host, Embedded::Mapped, |index| {
+            if self.mcp_paths[index].is_match_candidate(&candidate) {
+                found = lowest(found, index);
+            }
+        });
+        found.and_then(|index| self.policy.mcp.get(index))
+    }
+}
+
+/// An address with IPv4-mapped IPv6 turned into IPv4, for comparing destinations.
+fn canonical_ip(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        IpAddr::V4(_) => addr,
+    }
+}

@@ -1,0 +1,143 @@
+//! The body types of the data plane: [`ProxyBody`] is what the proxy answers with (a
+//! refusal built in memory, or the upstream's streamed body whose end writes the audit
+//! line), and [`UploadBody`] is the client's streamed request body on its way upstream,
+//! counting bytes for the audit line. Neither buffers: frames pass as they come.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use crate::record::Exchange;
+
+/// A response body: in-memory, or streamed from upstream and audited when it ends.
+pub struct ProxyBody {
+    kind: Kind,
+}
+
+// Boxing the exchange would cost an allocation per request; a body is created once and
+// not moved around in hot loops, so the larger variant is kept inline.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    Full(Option<Bytes>),
+    Upstream {
+        inner: Incoming,
+        exchange: Option<Exchange>,
+    },
+}
+
+impl ProxyBody {
+    /// A body held in memory (refusals, errors).
+    pub fn full(bytes: Bytes) -> Self {
+        ProxyBody {
+            kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
+        }
+    }
+
+    /// An empty body.
+    pub fn empty() -> Self {
+        ProxyBody {
+            kind: Kind::Full(None),
+        }
+    }
+
+    /// The upstream's body, streamed; `exchange` is completed (and audited) with the number
+    /// of bytes relayed when the body ends, fails, or is dropped by the client.
+    pub fn upstream(inner: Incoming, exchange: Exchange) -> Self {
+        ProxyBody {
+            kind: Kind::Upstream {
+                inner,
+                exchange: Some(exchange),
+            },
+        }
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match &mut self.get_mut().kind {
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Upstream { inner, exchange } => {
+                let polled = Pin::new(inner).poll_frame(cx);
+                match &polled {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if let (Some(data), Some(exchange)) = (frame.data_ref(), exchange.as_mut())
+                        {
+                            exchange.add_bytes_down(data.len() as u64);
+                        }
+                    }
+                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                        // Dropping completes the exchange and writes its audit line.
+                        exchange.take();
+                    }
+                    Poll::Pending => {}
+                }
+                polled
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Full(bytes) => bytes.is_none(),
+            Kind::Upstream { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Upstream { inner, .. } => inner.size_hint(),
+        }
+    }
+}
+
+/// The client's request body on its way upstream; counts the bytes it relays.
+pub struct UploadBody {
+    inner: Incoming,
+    sent: Arc<AtomicU64>,
+}
+
+impl UploadBody {
+    /// Wraps `inner`, adding every relayed data byte to `sent`.
+    pub fn new(inner: Incoming, sent: Arc<AtomicU64>) -> Self {
+        UploadBody { inner, sent }
+    }
+}
+
+impl Body for UploadBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,108 @@
+//! What a proxy is built from: the policy (swappable at runtime), the interception CA,
+//! the credential store, the audit log, the upstream trust and address pins, and the
+//! limits that keep a hostile client from exhausting the proxy.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_audit::AuditLog;
+use airlock_credentials::Credentials;
+use airlock_policy::CompiledPolicy;
+use arc_swap::ArcSwap;
+
+use crate::ca::CertificateAuthority;
+
+/// Resource limits of the data plane.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Client connections served at once; further connections are closed at accept.
+    pub max_connections: usize,
+    /// Request line plus headers, in bytes (HTTP/1 read buffer, HTTP/2 header list).
+    pub max_header_bytes: usize,
+    /// Header fields per HTTP/1 request.
+    pub max_headers: usize,
+    /// Time a client has to send a request's headers (slowloris guard; also the
+    /// keep-alive idle time of HTTP/1 connections).
+    pub header_read_timeout: Duration,
+    /// Time a client has to send its first bytes or finish its TLS handshake in a tunnel.
+    pub handshake_timeout: Duration,
+    /// Time to wait for a tunnel client's first bytes before a raw-TCP tunnel is treated
+    /// as server-speaks-first.
+    pub first_bytes_timeout: Duration,
+    /// A raw relay (TCP, passthrough, WebSocket) with no byte moving for this long ends.
+    pub relay_idle_timeout: Duration,
+    /// Concurrent HTTP/2 streams per client connection.
+    pub max_concurrent_streams: u32,
+    /// On shutdown, how long in-flight connections get to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            first_bytes_timeout: Duration::from_secs(2),
+            relay_idle_timeout: Duration::from_secs(600),
+            max_concurrent_streams: 128,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where a tunnel that the policy refuses outright is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelRefusal {
+    /// On the CONNECT itself (403 + JSON body); `airlock proxy` explicit mode.
+    OnConnect,
+    /// Inside the intercepted TLS session, per request; what `airlock run` does.
+    InsideTls,
+}
+
+/// Everything a [`crate::Proxy`] is built from.
+pub struct ProxyConfig {
+    /// The compiled policy; a later admin API swaps it.
+    pub policy: Arc<ArcSwap<CompiledPolicy>>,
+    /// The CA that signs interception certificates.
+    pub ca: Arc<CertificateAuthority>,
+    /// Real values and surrogates of the policy's secrets.
+    pub credentials: Arc<Credentials>,
+    /// The audit log.
+    pub audit: AuditLog,
+    /// `--resolve` pins: canonical name → address (exempt from the private-address guard).
+    pub resolve: HashMap<String, IpAddr>,
+    /// `--upstream-ca` PEM files trusted for upstream TLS besides the system roots.
+    pub upstream_cas: Vec<PathBuf>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Where refused tunnels are answered.
+    pub tunnel_refusal: TunnelRefusal,
+}
+
+impl ProxyConfig {
+    /// A configuration with no address pins, no extra upstream CA, default limits and
+    /// refused tunnels answered on the CONNECT.
+    pub fn new(
+        policy: CompiledPolicy,
+        ca: CertificateAuthority,
+        credentials: Credentials,
+        audit: AuditLog,
+    ) -> Self {
+        ProxyConfig {
+            policy: Arc::new(ArcSwap::from_pointee(policy)),
+            ca: Arc::new(ca),
+            credentials: Arc::new(credentials),
+            audit,
+            resolve: HashMap::new(),
+            upstream_cas: Vec::new(),
+            limits: Limits::default(),
+            tunnel_refusal: TunnelRefusal::OnConnect,
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `CONNECT host:port`: the tunnel is decided on its destination alone; a tunnel the
+//! policy refuses is answered on the CONNECT itself (403 + JSON, one `http` line with
+//! method `CONNECT`) in explicit mode, otherwise the client gets 200 and the tunnel's first
+//! bytes are handed to [`crate::tunnel`] once hyper releases the connection.
+
+use std::sync::Arc;
+
+use airlock_policy::canonical::parse_authority;
+use airlock_policy::{Decision, Reason};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::body::ProxyBody;
+use crate::config::TunnelRefusal;
+use crate::record::{Line, LineKind};
+use crate::refusal::{self, Refused};
+use crate::server::ConnContext;
+use crate::tunnel;
+
+/// Answers a CONNECT request arriving on a direct proxy connection.
+pub(crate) fn handle(
+    context: &Arc<ConnContext>,
+    mut request: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let Some(authority) = request.uri().authority().map(|a| a.as_str().to_owned()) else {
+        return refusal::bad_request("CONNECT needs a host:port target");
+    };
+    if authority.contains('@') {
+        return refusal::bad_request("CONNECT target carries user information");
+    }
+    let (host, port) = match parse_authority(&authority, 0) {
+        Ok(target) => target,
+        Err(_) => return refusal::bad_request("CONNECT target is not a valid host:port"),
+    };
+    let shared = &context.shared;
+    let tunnel = shared.policy.load().decide_tunnel(&host, port);
+    if !tunnel.decision.is_allow() && shared.tunnel_refusal == TunnelRefusal::OnConnect {
+        return refuse_connect(context, tunnel.decision, host.to_string(), port);
+    }
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(tunnel::run(context.clone(), on_upgrade, host, port, tunnel));
+    let mut response = Response::new(ProxyBody::empty());
+    *response.status_mut() = StatusCode::OK;
+    response
+}
+
+fn refuse_connect(
+    context: &ConnContext,
+    decision: Decision,
+    host: String,
+    port: u16,
+) -> Response<ProxyBody> {
+    let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
+    let response = Refused {
+        reason,
+        method: "CONNECT",
+        host: &host,
+        path: None,
+        rule: decision.rule.as_deref(),
+    }
+    .response();
+    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    line.rule = decision.rule;
+    line.reason = Some(reason);
+    line.method = Some("CONNECT".to_owned());
+    line.status = Some(response.status().as_u16());
+    line.write(&context.shared.audit);
+    response
+}

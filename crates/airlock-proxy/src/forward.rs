@@ -1,0 +1,425 @@
+//! The request service: one HTTP request goes
+//! identify → canonicalise → decide → swap credentials → resolve and guard → forward →
+//! audit, each step a call into the module that owns it. A refusal at any step is the
+//! JSON 403 (written as an `http` audit line); an allowed request is sent through the
+//! pooling client and its response streamed back, the audit line being written when the
+//! response body ends.
+
+use std::convert::Infallible;
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use airlock_policy::canonical::PathUnsafe;
+use airlock_policy::{CanonicalRequest, Decision, Reason};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Method, Request, Response, Uri, Version};
+use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+
+use crate::body::{ProxyBody, UploadBody};
+use crate::connect;
+use crate::identity::{self, Destination, IdentityError, Origin};
+use crate::record::{Exchange, Line, LineKind};
+use crate::refusal::{self, Refused};
+use crate::server::ConnContext;
+use crate::upstream::DialError;
+use crate::websocket;
+
+/// The most of a refused request's body read and discarded.
+const DRAIN_LIMIT_BYTES: usize = 16 * 1024 * 1024;
+/// How long a refused request's body is drained at most.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves one request arriving on `context`'s connection.
+pub(crate) async fn serve(
+    context: Arc<ConnContext>,
+    mut request: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let shared = &context.shared;
+    if !shared.audit_ok() {
+        return Ok(refusal::audit_unavailable());
+    }
+    if request.method() == Method::CONNECT {
+        return Ok(match context.origin {
+            Origin::Direct => connect::handle(&context, request),
+            Origin::Tunnel { .. } => {
+                refusal::bad_request("CONNECT inside a tunnel is not supported")
+            }
+        });
+    }
+    let started = Instant::now();
+    let destination = match identity::destination(&context.origin, request.uri(), request.headers())
+    {
+        Ok(destination) => destination,
+        Err(IdentityError::Malformed(message)) => return Ok(refusal::bad_request(message)),
+        Err(IdentityError::Mismatch { host }) => {
+            let path = request.uri().path().to_owned();
+            let port = match &context.origin {
+                Origin::Tunnel { port, .. } => *port,
+                Origin::Direct => request.uri().port_u16().unwrap_or(80),
+            };
+            let response = refuse(
+                &context,
+                Decision::deny(Reason::HostMismatch, None),
+                request.method().as_str(),
+                host,
+                port,
+                Some(path),
+                None,
+                None,
+            );
+            return Ok(after_draining(request.into_body(), response).await);
+        }
+    };
+    let path_and_query = request
+        .uri()
+        .path_and_query()
+        .map_or("/", PathAndQuery::as_str)
+        .to_owned();
+    let canonical = CanonicalRequest::new(
+        request.method().as_str(),
+        destination.host.clone(),
+        destination.port,
+        &path_and_query,
+    );
+    let decision = shared.policy.load().decide(&canonical);
+    let CanonicalRequest {
+        method,
+        host,
+        port,
+        path,
+        query,
+    } = canonical;
+    let path = match path {
+        Ok(path) => path,
+        Err(PathUnsafe::NotAbsolute) if path_and_query == "*" => path_and_query.clone(),
+        Err(_) => request.uri().path().to_owned(),
+    };
+    let host_text = host.to_string();
+    if !decision.is_allow() {
+        let response = refuse(
+            &context,
+            decision,
+            &method,
+            host_text,
+            port,
+            Some(path),
+            query,
+            Some(destination.scheme),
+        );
+        return Ok(after_draining(request.into_body(), response).await);
+    }
+
+    let upgrade = websocket::is_upgrade(request.version(), request.headers());
+    let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+    let (mut parts, body) = request.into_parts();
+    let mut path_and_query = path_and_query;
+    let secrets = match swap_credentials(
+        &context,
+        &destination,
+        &mut path_and_query,
+        &mut parts.headers,
+    ) {
+        Ok(secrets) => secrets,
+        Err(reason) => {
+            let response = refuse(
+                &context,
+                Decision::deny(reason, decision.rule),
+                &method,
+                host_text,
+                port,
+                Some(path),
+                query,
+                Some(destination.scheme),
+            );
+            return Ok(after_draining(body, response).await);
+        }
+    };
+
+    let mut line = Line::new(LineKind::Http, host_text, port, context.id);
+    line.allowed = true;
+    line.rule = decision.rule;
+    line.method = Some(method);
+    line.scheme = Some(destination.scheme);
+    line.path = Some(path);
+    line.query = query;
+    line.secrets = secrets;
+
+    let Some(uri) = upstream_uri(&destination, &path_and_query) else {
+        return Ok(refusal::bad_request(
+            "the request target cannot be forwarded",
+        ));
+    };
+    let sent = Arc::new(AtomicU64::new(0));
+    parts.uri = uri;
+    parts.version = Version::HTTP_11;
+    strip_hop_by_hop(&mut parts.headers, upgrade);
+    parts.headers.remove(header::HOST);
+    let upstream_request = Request::from_parts(parts, UploadBody::new(body, sent.clone()));
+
+    let client = if upgrade {
+        &shared.websocket_client
+    } else {
+        &shared.client
+    };
+    let mut exchange = Exchange::new(shared.audit.clone(), started, line, Some(sent));
+    let mut response = match client.request(upstream_request).await {
+        Ok(response) => response,
+        Err(error) => return Ok(upstream_failed(exchange, &error)),
+    };
+    exchange.set_status(response.status().as_u16());
+    if let Some(on_client_upgrade) = on_client_upgrade
+        && response.status() == http::StatusCode::SWITCHING_PROTOCOLS
+    {
+        let on_upstream_upgrade = hyper::upgrade::on(&mut response);
+        websocket::relay_upgraded(&context, exchange, on_client_upgrade, on_upstream_upgrade);
+        let (parts, _) = response.into_parts();
+        return Ok(Response::from_parts(parts, ProxyBody::empty()));
+    }
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers, false);
+    Ok(Response::from_parts(
+        parts,
+        ProxyBody::upstream(body, exchange),
+    ))
+}
+
+/// Sends a refusal while the refused request's body is read and discarded in the
+/// background (bounded in size and time), so that a client still uploading — an HTTP/2
+/// stream especially — reads the 403 instead of a reset.
+async fn after_draining(mut body: Incoming, response: Response<ProxyBody>) -> Response<ProxyBody> {
+    if body.is_end_stream() {
+        return response;
+    }
+    tokio::spawn(async move {
+        let mut left = DRAIN_LIMIT_BYTES;
+        let draining = async {
+            while let Some(Ok(frame)) = body.frame().await {
+                let len = frame.data_ref().map_or(0, |d| d.len());
+                match left.checked_sub(len) {
+                    Some(rest) => left = rest,
+                    None => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, draining).await;
+    });
+    response
+}
+
+/// Writes the refusal's audit line and builds its 403.
+#[allow(clippy::too_many_arguments)]
+fn refuse(
+    context: &ConnContext,
+    decision: Decision,
+    method: &str,
+    host: String,
+    port: u16,
+    path: Option<String>,
+    query: Option<String>,
+    scheme: Option<&'static str>,
+) -> Response<ProxyBody> {
+    let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
+    let response = Refused {
+        reason,
+        method,
+        host: &host,
+        path: path.as_deref(),
+        rule: decision.rule.as_deref(),
+    }
+    .response();
+    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    line.rule = decision.rule;
+    line.reason = Some(reason);
+    line.method = Some(method.to_owned());
+    line.scheme = scheme;
+    line.path = path;
+    line.query = query;
+    line.status = Some(response.status().as_u16());
+    line.write(&context.shared.audit);
+    response
+}
+
+/// Swaps surrogates for real values in the headers (and, for `body: true` secrets, the
+/// query) of a request to `destination`, and trips on surrogates of other secrets in the
+/// headers, path or query; returns the names swapped.
+fn swap_credentials(
+    context: &ConnContext,
+    destination: &Destination,
+    path_and_query: &mut String,
+    headers: &mut HeaderMap,
+) -> Result<Vec<String>, Reason> {
+    let policy = context.shared.policy.load();
+    if policy.policy().secrets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let in_scope: Vec<&str> = policy
+        .secrets_for_host(&destination.host)
+        .iter()
+        .map(|secret| secret.name.as_str())
+        .collect();
+    let credentials = &context.shared.credentials;
+    credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
+    let mut swapped = credentials.prepare_request(&in_scope, headers)?;
+    if let Some((_, query)) = path_and_query.split_once('?')
+        && let Some((new_query, names)) = credentials.swap_in_body(&in_scope, query.as_bytes())
+    {
+        // Only secrets marked `body: true` are swapped in the query.
+        let path = &path_and_query[..path_and_query.len() - query.len()];
+        *path_and_query = format!("{path}{}", String::from_utf8_lossy(&new_query));
+        for name in names {
+            if !swapped.contains(&name) {
+                swapped.push(name);
+            }
+        }
+    }
+    Ok(swapped)
+}
+
+/// `scheme://host[:port]path?query` with the canonical host.
+fn upstream_uri(destination: &Destination, path_and_query: &str) -> Option<Uri> {
+    let default_port = if destination.scheme == "https" {
+        443
+    } else {
+        80
+    };
+    let authority = if destination.port == default_port {
+        destination.host.to_string()
+    } else {
+        format!("{}:{}", destination.host, destination.port)
+    };
+    let scheme = if destination.scheme == "https" {
+        Scheme::HTTPS
+    } else {
+        Scheme::HTTP
+    };
+    Uri::builder()
+        .scheme(scheme)
+        .authority(Authority::try_from(authority).ok()?)
+        .path_and_query(PathAndQuery::try_from(path_and_query).ok()?)
+        .build()
+        .ok()
+}
+
+/// Headers that describe one hop only, never forwarded (RFC 9110 §7.6.1), plus every
+/// `Proxy-*` header. An upgrade keeps `Connection: upgrade` and `Upgrade`.
+fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|token| HeaderName::try_from(token.trim()).ok())
+        .filter(|name| !(upgrade && *name == header::UPGRADE))
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        HeaderName::from_static("keep-alive"),
+    ] {
+        if !(upgrade && (name == header::CONNECTION || name == header::UPGRADE)) {
+            headers.remove(name);
+        }
+    }
+    // `TE: trailers` is end-to-end meaningful (gRPC); any other TE is hop-by-hop.
+    if headers
+        .get(header::TE)
+        .is_some_and(|te| !te.as_bytes().eq_ignore_ascii_case(b"trailers"))
+    {
+        headers.remove(header::TE);
+    }
+    let proxy_headers: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy_headers {
+        headers.remove(name);
+    }
+    if upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+/// The answer when the upstream could not be used: 403 if the address guard refused it,
+/// 502 otherwise. Either way the exchange's audit line is written.
+fn upstream_failed(
+    mut exchange: Exchange,
+    error: &hyper_util::client::legacy::Error,
+) -> Response<ProxyBody> {
+    match find_dial_error(error) {
+        Some(DialError::Denied(decision)) => {
+            let response = exchange.refuse(decision.clone());
+            drop(exchange);
+            response
+        }
+        Some(dial) => {
+            let message = dial.to_string();
+            exchange.set_status(502);
+            refusal::bad_gateway(&message)
+        }
+        None => {
+            exchange.set_status(502);
+            let message = match error.source() {
+                Some(source) => format!("the upstream failed: {source}"),
+                None => format!("the upstream failed: {error}"),
+            };
+            refusal::bad_gateway(&message)
+        }
+    }
+}
+
+fn find_dial_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a DialError> {
+    let mut current = Some(error);
+    for _ in 0..16 {
+        let error = current?;
+        if let Some(dial) = error.downcast_ref::<DialError>() {
+            return Some(dial);
+        }
+        current = error.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_proxy_headers_are_removed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("close, x-secret-hop"),
+        );
+        headers.insert("x-secret-hop", HeaderValue::from_static("1"));
+        headers.insert("proxy-authorization", HeaderValue::from_static("Basic x"));
+        headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert(header::TE, HeaderValue::from_static("gzip"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        strip_hop_by_hop(&mut headers, false);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key(header::ACCEPT));
+    }
+
+    #[test]
+    fn te_trailers_and_upgrades_survive() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        strip_hop_by_hop(&mut headers, true);
+        assert_eq!(headers[header::UPGRADE], "websocket");
+        assert_eq!(headers[header::CONNECTION], "upgrade");
+        assert_eq!(headers[header::TE], "trailers");
+    }
+}

@@ -1,0 +1,29 @@
+//! airlock's data plane: the proxy every packet of a sandbox goes through.
+//!
+//! One request travels in a straight line, each step owned by one module:
+//!
+//! accept ([`server`]) → identify the destination ([`connect`], [`tunnel`],
+//! [`identity`]) → canonicalise and decide (`airlock_policy`, in [`forward`]) → swap
+//! credentials (`airlock_credentials`) → resolve and guard the address ([`upstream`]) →
+//! forward, pooled ([`forward`], [`websocket`], [`relay`]) → audit ([`record`]).
+//!
+//! Refusals are built by [`refusal`]; the interception CA is [`ca`]; [`config`] holds what
+//! a [`Proxy`] is built from.
+
+pub mod body;
+pub mod ca;
+pub mod config;
+mod connect;
+mod forward;
+pub mod identity;
+pub mod record;
+pub mod refusal;
+pub mod relay;
+pub mod rewind;
+mod server;
+mod tunnel;
+pub mod upstream;
+mod websocket;
+
+pub use config::{Limits, ProxyConfig, TunnelRefusal};
+pub use server::{Proxy, SetupError};

@@ -1,0 +1,203 @@
+//! The audit step of the data path: what one decision looked like, written as one line
+//! of the audit log (PRODUCT.md §5). [`Exchange`] follows an allowed request while its
+//! response streams and writes its `http` (or `ws`) line when it is dropped, so that the
+//! line carries the status, the bytes moved each way and the duration; refusals and
+//! tunnel decisions are written at once with [`Line::write`].
+//!
+//! This module is the only one that touches [`airlock_audit`]'s event type.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use airlock_audit::{AuditEvent, AuditLog};
+use airlock_policy::{Decision, Reason};
+use http::Response;
+
+use crate::body::ProxyBody;
+use crate::refusal::Refused;
+
+/// The kinds of audit line the data plane writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// One HTTP request.
+    Http,
+    /// One upgraded WebSocket, at close.
+    Ws,
+    /// One raw TCP (or TLS passthrough) connection, at close or refusal.
+    Tcp,
+}
+
+/// One audit line, before it is written.
+#[derive(Debug)]
+pub struct Line {
+    /// What was decided on.
+    pub kind: LineKind,
+    /// Whether it passed.
+    pub allowed: bool,
+    /// The rule that decided, if any.
+    pub rule: Option<String>,
+    /// Why it was refused.
+    pub reason: Option<Reason>,
+    /// The request method (HTTP and WebSocket lines).
+    pub method: Option<String>,
+    /// `http` or `https` (HTTP and WebSocket lines).
+    pub scheme: Option<&'static str>,
+    /// The canonical host (a name or an address).
+    pub host: String,
+    /// The destination port.
+    pub port: u16,
+    /// The canonical path without query.
+    pub path: Option<String>,
+    /// The raw query (the writer redacts its values).
+    pub query: Option<String>,
+    /// The response status.
+    pub status: Option<u16>,
+    /// Bytes from the client to the upstream.
+    pub bytes_up: u64,
+    /// Bytes from the upstream to the client.
+    pub bytes_down: u64,
+    /// Milliseconds from decision to end.
+    pub ms: Option<f64>,
+    /// Names of the secrets swapped into the request.
+    pub secrets: Vec<String>,
+    /// The client connection's id.
+    pub conn: u64,
+}
+
+impl Line {
+    /// A line with only the destination filled in.
+    pub fn new(kind: LineKind, host: String, port: u16, conn: u64) -> Self {
+        Line {
+            kind,
+            allowed: false,
+            rule: None,
+            reason: None,
+            method: None,
+            scheme: None,
+            host,
+            port,
+            path: None,
+            query: None,
+            status: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            ms: None,
+            secrets: Vec::new(),
+            conn,
+        }
+    }
+
+    /// Writes the line to `audit`.
+    pub fn write(self, audit: &AuditLog) {
+        let kind = match self.kind {
+            LineKind::Http => airlock_audit::Kind::Http,
+            LineKind::Ws => airlock_audit::Kind::Ws,
+            LineKind::Tcp => airlock_audit::Kind::Tcp,
+        };
+        let decision = if self.allowed {
+            airlock_audit::Decision::Allow
+        } else {
+            airlock_audit::Decision::Deny
+        };
+        audit.record(AuditEvent {
+            kind,
+            decision,
+            rule: self.rule,
+            reason: self.reason.map(Reason::as_str),
+            method: self.method,
+            scheme: self.scheme,
+            host: Some(self.host),
+            port: Some(self.port),
+            path: self.path,
+            query: self.query,
+            status: self.status,
+            bytes_up: Some(self.bytes_up),
+            bytes_down: Some(self.bytes_down),
+            ms: self.ms,
+            secrets: self.secrets,
+            conn: Some(self.conn),
+            ..AuditEvent::default()
+        });
+    }
+}
+
+/// An allowed request in flight: written as one line when dropped (response body ended,
+/// failed or abandoned by the client).
+pub struct Exchange {
+    audit: AuditLog,
+    started: Instant,
+    line: Line,
+    sent: Option<Arc<AtomicU64>>,
+}
+
+impl Exchange {
+    /// Starts following `line` (its `allowed`, `rule`, method, path... already filled);
+    /// `sent` counts the request body bytes relayed upstream.
+    pub fn new(
+        audit: AuditLog,
+        started: Instant,
+        line: Line,
+        sent: Option<Arc<AtomicU64>>,
+    ) -> Self {
+        Exchange {
+            audit,
+            started,
+            line,
+            sent,
+        }
+    }
+
+    /// Sets the response status.
+    pub fn set_status(&mut self, status: u16) {
+        self.line.status = Some(status);
+    }
+
+    /// Turns the line into a `ws` line (the request was upgraded).
+    pub fn set_kind(&mut self, kind: LineKind) {
+        self.line.kind = kind;
+    }
+
+    /// Adds `n` response bytes relayed to the client.
+    pub fn add_bytes_down(&mut self, n: u64) {
+        self.line.bytes_down += n;
+    }
+
+    /// Adds `n` request bytes relayed to the upstream.
+    pub fn add_bytes_up(&mut self, n: u64) {
+        self.line.bytes_up += n;
+    }
+
+    /// Turns the exchange into a refusal (the address guard refused the destination after
+    /// the request itself was allowed) and returns its 403.
+    pub fn refuse(&mut self, decision: Decision) -> Response<ProxyBody> {
+        let reason = decision.reason.unwrap_or(Reason::PrivateAddress);
+        let line = &mut self.line;
+        line.allowed = false;
+        line.reason = Some(reason);
+        line.rule = decision.rule;
+        line.secrets.clear();
+        let response = Refused {
+            reason,
+            method: line.method.as_deref().unwrap_or("GET"),
+            host: &line.host,
+            path: line.path.as_deref(),
+            rule: line.rule.as_deref(),
+        }
+        .response();
+        line.status = Some(response.status().as_u16());
+        response
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let mut line = Line::new(LineKind::Http, String::new(), 0, 0);
+        std::mem::swap(&mut line, &mut self.line);
+        if let Some(sent) = &self.sent {
+            line.bytes_up += sent.load(Ordering::Relaxed);
+        }
+        line.ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
+        line.write(&self.audit);
+    }
+}

@@ -1,0 +1,257 @@
+//! What a refused, malformed or unserviceable request gets back: the JSON 403 of
+//! PRODUCT.md §4 (with a message and a hint per reason), the 400 for malformed requests,
+//! the 502 for an unreachable upstream and the 503 once the audit log has failed.
+//!
+//! Every body here is built from the canonical request the policy saw; none of it ever
+//! contains a header value, so a secret cannot leak through a refusal.
+
+use airlock_policy::Reason;
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde::Serialize;
+
+use crate::body::ProxyBody;
+
+/// The header every refusal carries.
+pub const DECISION_HEADER: &str = "x-airlock-decision";
+
+/// The facts a 403 body reports about the refused request.
+#[derive(Clone, Copy, Debug)]
+pub struct Refused<'a> {
+    /// Why it was refused.
+    pub reason: Reason,
+    /// The request method (`CONNECT` for a refused tunnel).
+    pub method: &'a str,
+    /// The canonical host (or what the client named when it could not be canonicalised).
+    pub host: &'a str,
+    /// The canonical path, if there was one.
+    pub path: Option<&'a str>,
+    /// The rule that decided, if a rule did.
+    pub rule: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct DenyBody<'a> {
+    error: &'static str,
+    reason: &'static str,
+    method: &'a str,
+    host: &'a str,
+    path: Option<&'a str>,
+    rule: Option<&'a str>,
+    message: String,
+    hint: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'static str,
+    message: &'a str,
+}
+
+impl Refused<'_> {
+    /// The human explanation of this refusal (`message` in the body).
+    pub fn message(&self) -> String {
+        let Refused {
+            host, method, path, ..
+        } = *self;
+        let path = path.unwrap_or("/");
+        match self.reason {
+            Reason::HostNotAllowed => format!("{host} is not in the allowlist"),
+            Reason::MethodNotAllowed => format!("{method} is not allowed on {host}"),
+            Reason::PathNotAllowed => format!("{method} {path} is not allowed on {host}"),
+            Reason::DeniedByRule => match self.rule {
+                Some(rule) => format!("{host} is refused by the deny rule {rule}"),
+                None => format!("{host} is refused by a deny rule"),
+            },
+            Reason::PrivateAddress => {
+                format!("{host} resolves to a private or local address")
+            }
+            Reason::HostMismatch => format!(
+                "the CONNECT target, TLS server name and Host header of this request do not all name {host}"
+            ),
+            Reason::PathUnsafe => {
+                "the path hides `..`, a backslash, a NUL or an encoded slash".to_string()
+            }
+            Reason::SecretOutOfScope => format!(
+                "the request carries a credential surrogate that must not be sent to {host}"
+            ),
+            Reason::ForeignCredential => format!(
+                "the request carries a credential for {host} that is not airlock's surrogate"
+            ),
+            Reason::BodyUninspectable => {
+                "the request body could not be inspected as the policy requires".to_string()
+            }
+            Reason::McpToolDenied => "the MCP tool call is denied by policy".to_string(),
+        }
+    }
+
+    /// What the operator could change to allow it (`hint` in the body).
+    pub fn hint(&self) -> String {
+        let Refused {
+            host, method, path, ..
+        } = *self;
+        let path = path.unwrap_or("/");
+        let rule = self.rule.unwrap_or("the rule");
+        match self.reason {
+            Reason::HostNotAllowed => {
+                format!("add `- host: {host}` under network.allow in airlock.yaml")
+            }
+            Reason::MethodNotAllowed => {
+                format!("add {method} to the methods of {rule} for {host} in airlock.yaml")
+            }
+            Reason::PathNotAllowed => {
+                format!("add a path glob matching {path} to the paths of {rule} for {host}")
+            }
+            Reason::DeniedByRule => format!("remove or narrow {rule} in airlock.yaml"),
+            Reason::PrivateAddress => format!(
+                "if {host} is meant to be reached, name its address with a `cidr` allow rule or `--resolve {host}:ADDR`"
+            ),
+            Reason::HostMismatch => {
+                "send each request to the host its connection was opened for".to_string()
+            }
+            Reason::PathUnsafe => {
+                "send the path in plain form, without encoded slashes or dot segments".to_string()
+            }
+            Reason::SecretOutOfScope => format!(
+                "add {host} to the secret's hosts in airlock.yaml if it should receive that credential"
+            ),
+            Reason::ForeignCredential => {
+                "use the surrogate from the environment instead of another credential".to_string()
+            }
+            Reason::BodyUninspectable => {
+                "send the body uncompressed (identity encoding) and within the size limit"
+                    .to_string()
+            }
+            Reason::McpToolDenied => {
+                "allow the tool under mcp[].tools.allow in airlock.yaml".to_string()
+            }
+        }
+    }
+
+    /// The JSON 403 response of PRODUCT.md §4.
+    pub fn response(&self) -> Response<ProxyBody> {
+        let body = DenyBody {
+            error: "blocked_by_policy",
+            reason: self.reason.as_str(),
+            method: self.method,
+            host: self.host,
+            path: self.path,
+            rule: self.rule,
+            message: self.message(),
+            hint: self.hint(),
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        json_response(StatusCode::FORBIDDEN, json, true)
+    }
+}
+
+/// 400 for a malformed request (duplicate Host, conflicting framing, unparsable target);
+/// the connection is closed after it.
+pub fn bad_request(message: &str) -> Response<ProxyBody> {
+    error_response(StatusCode::BAD_REQUEST, "bad_request", message, true)
+}
+
+/// 502 when the upstream could not be reached or answered garbage.
+pub fn bad_gateway(message: &str) -> Response<ProxyBody> {
+    error_response(
+        StatusCode::BAD_GATEWAY,
+        "upstream_unreachable",
+        message,
+        false,
+    )
+}
+
+/// 503 once the audit log can no longer be written: nothing passes unrecorded.
+pub fn audit_unavailable() -> Response<ProxyBody> {
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "audit_log_unavailable",
+        "airlock refuses every request because its audit log can no longer be written; \
+         fix the log destination and restart the proxy",
+        true,
+    )
+}
+
+fn error_response(
+    status: StatusCode,
+    error: &'static str,
+    message: &str,
+    close: bool,
+) -> Response<ProxyBody> {
+    let json = serde_json::to_vec(&ErrorBody { error, message }).unwrap_or_default();
+    let mut response = json_response(status, json, false);
+    if close {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+fn json_response(status: StatusCode, json: Vec<u8>, deny: bool) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::full(Bytes::from(json)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if deny {
+        headers.insert(DECISION_HEADER, HeaderValue::from_static("deny"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn deny_body_has_the_contract_keys() {
+        let refused = Refused {
+            reason: Reason::HostNotAllowed,
+            method: "GET",
+            host: "evil.example",
+            path: Some("/x"),
+            rule: None,
+        };
+        let response = refused.response();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(response.headers()[DECISION_HEADER], "deny");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        assert_eq!(value["error"], "blocked_by_policy");
+        assert_eq!(value["reason"], "host_not_allowed");
+        assert_eq!(value["method"], "GET");
+        assert_eq!(value["host"], "evil.example");
+        assert_eq!(value["path"], "/x");
+        assert!(value["rule"].is_null());
+        assert_eq!(value["message"], "evil.example is not in the allowlist");
+        assert_eq!(
+            value["hint"],
+            "add `- host: evil.example` under network.allow in airlock.yaml"
+        );
+    }
+
+    #[test]
+    fn every_reason_has_a_message_and_hint() {
+        for reason in Reason::ALL {
+            let refused = Refused {
+                reason,
+                method: "POST",
+                host: "h.example",
+                path: Some("/p"),
+                rule: Some("network.allow[0]"),
+            };
+            assert!(!refused.message().is_empty());
+            assert!(!refused.hint().is_empty());
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The accept loop and the life of a client connection: the connection cap, `TCP_NODELAY`,
+//! serving HTTP/1 (absolute-form requests and CONNECT) on each accepted socket, and the
+//! graceful shutdown (stop accepting, let in-flight connections finish within the drain
+//! timeout, flush the audit log).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use airlock_audit::AuditLog;
+use airlock_credentials::Credentials;
+use airlock_policy::CompiledPolicy;
+use arc_swap::ArcSwap;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use rustls::ServerConfig;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use crate::ca::CertificateAuthority;
+use crate::config::{Limits, ProxyConfig, TunnelRefusal};
+use crate::forward;
+use crate::identity::Origin;
+use crate::upstream::{Upstream, UpstreamClient, UpstreamSetupError};
+
+/// The ALPN protocols offered to intercepted clients.
+pub(crate) fn client_alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+}
+
+/// Why a proxy could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The upstream side (trust roots, `--upstream-ca`) could not be set up.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamSetupError),
+}
+
+/// State shared by every connection of one proxy.
+pub(crate) struct Shared {
+    pub(crate) policy: Arc<ArcSwap<CompiledPolicy>>,
+    pub(crate) ca: Arc<CertificateAuthority>,
+    pub(crate) credentials: Arc<Credentials>,
+    pub(crate) audit: AuditLog,
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) client: UpstreamClient,
+    pub(crate) websocket_client: UpstreamClient,
+    /// Mints a leaf per SNI; offers h2 and http/1.1.
+    pub(crate) intercept_tls: Arc<ServerConfig>,
+    pub(crate) http1: http1::Builder,
+    pub(crate) http_any: auto::Builder<TokioExecutor>,
+    pub(crate) limits: Limits,
+    pub(crate) tunnel_refusal: TunnelRefusal,
+    next_conn: AtomicU64,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Whether requests may still be served: false once the audit log has failed (the
+    /// audit log tells stderr so, once).
+    pub(crate) fn audit_ok(&self) -> bool {
+        self.audit.healthy()
+    }
+}
+
+/// One client connection: what every request on it shares.
+pub(crate) struct ConnContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) origin: Origin,
+    pub(crate) id: u64,
+    /// Held while anything serves this connection (tunnels included), so that the cap and
+    /// the drain on shutdown count it.
+    pub(crate) _permit: Arc<OwnedSemaphorePermit>,
+}
+
+impl ConnContext {
+    /// The same connection, now known to be a tunnel to `origin`.
+    pub(crate) fn with_origin(&self, origin: Origin) -> ConnContext {
+        ConnContext {
+            shared: self.shared.clone(),
+            origin,
+            id: self.id,
+            _permit: self._permit.clone(),
+        }
+    }
+}
+
+/// A built proxy, ready to serve a listener.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    connections: Arc<Semaphore>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Proxy {
+    /// Builds the proxy: TLS configurations, the resolver and the upstream pools are made
+    /// once here.
+    pub fn new(config: ProxyConfig) -> Result<Proxy, SetupError> {
+        let ProxyConfig {
+            policy,
+            ca,
+            credentials,
+            audit,
+            resolve,
+            upstream_cas,
+            limits,
+            tunnel_refusal,
+        } = config;
+        let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
+        let client = upstream.client();
+        let websocket_client = upstream.http1_client();
+        let intercept_tls = ca.server_config(client_alpn());
+
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(limits.max_header_bytes)
+            .max_headers(limits.max_headers)
+            .half_close(false);
+
+        let mut http_any = auto::Builder::new(TokioExecutor::new());
+        http_any
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(limits.max_header_bytes)
+            .max_headers(limits.max_headers)
+            .half_close(false);
+        http_any
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .keep_alive_interval(Some(limits.header_read_timeout))
+            .adaptive_window(true);
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let connections = Arc::new(Semaphore::new(limits.max_connections));
+        let shared = Arc::new(Shared {
+            policy,
+            ca,
+            credentials,
+            audit,
+            upstream,
+            client,
+            websocket_client,
+            intercept_tls,
+            http1,
+            http_any,
+            limits,
+            tunnel_refusal,
+            next_conn: AtomicU64::new(1),
+            shutdown: shutdown_rx,
+        });
+        Ok(Proxy {
+            shared,
+            connections,
+            shutdown,
+        })
+    }
+
+    /// The policy in force; store a new `Arc<CompiledPolicy>` to change it at runtime.
+    pub fn policy(&self) -> &Arc<ArcSwap<CompiledPolicy>> {
+        &self.shared.policy
+    }
+
+    /// Serves `listener` until `shutdown` completes; then stops accepting, gives in-flight
+    /// connections the drain timeout to finish and flushes the audit log.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => self.accept(stream, peer),
+                    Err(e) => {
+                        // Usually EMFILE: back off briefly instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        let _ = self.shutdown.send(true);
+        let all = u32::try_from(self.shared.limits.max_connections).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout(
+            self.shared.limits.drain_timeout,
+            self.connections.acquire_many(all),
+        )
+        .await;
+        if drained.is_err() {
+            tracing::warn!("drain timeout reached; closing the remaining connections");
+        }
+        self.shared.audit.flush();
+    }
+
+    fn accept(&self, stream: TcpStream, peer: SocketAddr) {
+        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+            tracing::warn!("connection limit reached: closing a connection from {peer}");
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = self.shared.clone();
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let context = Arc::new(ConnContext {
+            shared,
+            origin: Origin::Direct,
+            id,
+            _permit: Arc::new(permit),
+        });
+        tokio::spawn(serve_client(context, stream));
+    }
+}
+
+/// Completes once the proxy is shutting down.
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    // An error means the proxy is gone: stopping as well.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Serves one accepted client connection as an HTTP/1 proxy connection.
+async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
+    let shared = context.shared.clone();
+    let mut shutdown = shared.shutdown.clone();
+    let service = service_fn(move |request| forward::serve(context.clone(), request));
+    let connection = shared
+        .http1
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        result = &mut connection => {
+            if let Err(e) = result { tracing::debug!("client connection: {e}"); }
+        }
+        () = stopping(&mut shutdown) => {
+            connection.as_mut().graceful_shutdown();
+            if let Err(e) = connection.await { tracing::debug!("client connection: {e}"); }
+        }
+    }
+}

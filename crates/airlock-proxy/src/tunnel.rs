@@ -1,0 +1,382 @@
+//! What travels inside an established tunnel, told apart by its first bytes:
+//!
+//! * a TLS ClientHello: the server name is read (rustls' own parser); a `tls_passthrough`
+//!   host is relayed raw to its checked address when the SNI names the CONNECT host,
+//!   every other host is intercepted with a leaf minted by the CA and served as HTTP/1.1
+//!   or h2 (the request service refuses inside TLS whatever the policy refuses);
+//! * an HTTP/1 request line: served as plain HTTP;
+//! * anything else (or silence, for server-speaks-first protocols): relayed as raw TCP if
+//!   a destination-only rule allows the port, else closed; either way one `tcp` line.
+
+use std::sync::Arc;
+
+use airlock_policy::canonical::{Host, canonical_host};
+use airlock_policy::matcher::TunnelDecision;
+use airlock_policy::{Decision, Reason};
+use bytes::{Bytes, BytesMut};
+use hyper::service::service_fn;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use rustls::server::Acceptor;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use crate::forward;
+use crate::identity::Origin;
+use crate::record::{Line, LineKind};
+use crate::relay::relay;
+use crate::rewind::Rewind;
+use crate::server::{ConnContext, client_alpn, stopping};
+use crate::upstream::DialError;
+
+/// The most a ClientHello may take (a TLS record is at most 16 KiB plus its header; a
+/// hello split over several records is refused beyond this).
+const MAX_HELLO_BYTES: usize = 16 * 1024 + 5;
+/// The longest HTTP method token looked for when sniffing plain HTTP.
+const MAX_METHOD_LEN: usize = 20;
+
+/// Serves the tunnel opened by CONNECT once hyper hands the connection over.
+pub(crate) async fn run(
+    context: Arc<ConnContext>,
+    on_upgrade: OnUpgrade,
+    host: Host,
+    port: u16,
+    tunnel: TunnelDecision,
+) {
+    let Ok(upgraded) = on_upgrade.await else {
+        return;
+    };
+    let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
+        tracing::warn!("tunnel: unexpected connection type after CONNECT");
+        return;
+    };
+    let stream = parts.io.into_inner();
+    serve(
+        context,
+        stream,
+        BytesMut::from(&parts.read_buf[..]),
+        host,
+        port,
+        tunnel,
+    )
+    .await;
+}
+
+/// Serves a tunnel to `host:port` whose first bytes (if any) are in `buffer`.
+pub(crate) async fn serve(
+    context: Arc<ConnContext>,
+    mut stream: TcpStream,
+    mut buffer: BytesMut,
+    host: Host,
+    port: u16,
+    tunnel: TunnelDecision,
+) {
+    let limits = &context.shared.limits;
+    if buffer.is_empty() {
+        match tokio::time::timeout(limits.first_bytes_timeout, stream.read_buf(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Ok(Ok(_)) => {}
+            Err(_) if raw_allowed(&tunnel) => {
+                // The client waits for the server to speak first (SMTP, MySQL...).
+                return raw(context, stream, buffer.freeze(), host, port, tunnel).await;
+            }
+            Err(_) => {
+                let rest = limits
+                    .handshake_timeout
+                    .saturating_sub(limits.first_bytes_timeout);
+                match tokio::time::timeout(rest, stream.read_buf(&mut buffer)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => return refuse_raw(&context, &host, port, &tunnel),
+                }
+            }
+        }
+    }
+    match sniff(&mut stream, &mut buffer, limits.handshake_timeout).await {
+        Sniffed::Tls(sni) => tls(context, stream, buffer.freeze(), host, port, tunnel, sni).await,
+        Sniffed::Http => {
+            let origin = Origin::Tunnel {
+                host,
+                port,
+                sni: None,
+                tls: false,
+            };
+            serve_http(
+                context.with_origin(origin),
+                TokioIo::new(Rewind::new(buffer.freeze(), stream)),
+                false,
+            )
+            .await;
+        }
+        Sniffed::Other => {
+            if raw_allowed(&tunnel) {
+                raw(context, stream, buffer.freeze(), host, port, tunnel).await;
+            } else {
+                refuse_raw(&context, &host, port, &tunnel);
+            }
+        }
+        Sniffed::Closed => {}
+    }
+}
+
+fn raw_allowed(tunnel: &TunnelDecision) -> bool {
+    tunnel.decision.is_allow() && tunnel.raw_tcp_allowed
+}
+
+/// What the first bytes of a tunnel are.
+enum Sniffed {
+    /// A TLS ClientHello, with its server name if it has one (`Err` for an SNI that is
+    /// not a valid host name).
+    Tls(Option<Result<Host, ()>>),
+    /// An HTTP/1 request line.
+    Http,
+    /// Something else.
+    Other,
+    /// The client went away or stalled before its first message was complete.
+    Closed,
+}
+
+async fn sniff(
+    stream: &mut TcpStream,
+    buffer: &mut BytesMut,
+    timeout: std::time::Duration,
+) -> Sniffed {
+    let sniffing = async {
+        if buffer.first() == Some(&0x16) {
+            return read_client_hello(stream, buffer).await;
+        }
+        loop {
+            match looks_like_http(buffer) {
+                Some(true) => return Sniffed::Http,
+                Some(false) => return Sniffed::Other,
+                None => match stream.read_buf(buffer).await {
+                    Ok(0) | Err(_) => return Sniffed::Other,
+                    Ok(_) => {}
+                },
+            }
+        }
+    };
+    tokio::time::timeout(timeout, sniffing)
+        .await
+        .unwrap_or(Sniffed::Closed)
+}
+
+/// `Some(true)` for `TOKEN SP` with an upper-case method token, `Some(false)` for
+/// anything that cannot become one, `None` while undecided.
+fn looks_like_http(buffer: &[u8]) -> Option<bool> {
+    for (index, byte) in buffer.iter().enumerate().take(MAX_METHOD_LEN + 1) {
+        match byte {
+            b'A'..=b'Z' | b'-' | b'_' => {}
+            b' ' => return Some(index > 0),
+            _ => return Some(false),
+        }
+    }
+    if buffer.len() > MAX_METHOD_LEN {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Reads until rustls has a complete ClientHello, leaving every byte read in `buffer`.
+async fn read_client_hello(stream: &mut TcpStream, buffer: &mut BytesMut) -> Sniffed {
+    let mut acceptor = Acceptor::default();
+    let mut fed = 0;
+    loop {
+        let mut unfed = &buffer[fed..];
+        while !unfed.is_empty() {
+            match acceptor.read_tls(&mut unfed) {
+                Ok(0) | Err(_) => return Sniffed::Other,
+                Ok(_) => {}
+            }
+        }
+        fed = buffer.len();
+        match acceptor.accept() {
+            Ok(Some(accepted)) => {
+                let sni = accepted
+                    .client_hello()
+                    .server_name()
+                    .map(|name| canonical_host(name).map_err(|_| ()));
+                return Sniffed::Tls(sni);
+            }
+            Ok(None) => {}
+            Err(_) => return Sniffed::Other,
+        }
+        if buffer.len() >= MAX_HELLO_BYTES {
+            return Sniffed::Other;
+        }
+        match stream.read_buf(buffer).await {
+            Ok(0) | Err(_) => return Sniffed::Closed,
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn tls(
+    context: Arc<ConnContext>,
+    stream: TcpStream,
+    prefix: Bytes,
+    host: Host,
+    port: u16,
+    tunnel: TunnelDecision,
+    sni: Option<Result<Host, ()>>,
+) {
+    let shared = &context.shared;
+    if shared.policy.load().is_passthrough(&host) {
+        if !tunnel.decision.is_allow() {
+            return refuse_raw(&context, &host, port, &tunnel);
+        }
+        if !matches!(&sni, Some(Ok(name)) if *name == host) {
+            let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
+            line.reason = Some(Reason::HostMismatch);
+            line.write(&shared.audit);
+            return;
+        }
+        return raw(context, stream, prefix, host, port, tunnel).await;
+    }
+    let sni = match sni {
+        Some(Ok(name)) => Some(name),
+        // An SNI that is no host name cannot be matched to anything: refuse the tunnel.
+        Some(Err(())) => {
+            let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
+            line.reason = Some(Reason::HostMismatch);
+            line.write(&shared.audit);
+            return;
+        }
+        None => None,
+    };
+    let config = if sni.is_some() {
+        shared.intercept_tls.clone()
+    } else {
+        match shared.ca.server_config_for_host(&host, client_alpn()) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::warn!("cannot mint a certificate for {host}: {e}");
+                return;
+            }
+        }
+    };
+    let accepting = TlsAcceptor::from(config).accept(Rewind::new(prefix, stream));
+    let tls_stream = match tokio::time::timeout(shared.limits.handshake_timeout, accepting).await {
+        Ok(Ok(tls_stream)) => tls_stream,
+        Ok(Err(e)) => {
+            tracing::debug!("TLS handshake with the client for {host} failed: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let origin = Origin::Tunnel {
+        host,
+        port,
+        sni,
+        tls: true,
+    };
+    serve_http(context.with_origin(origin), TokioIo::new(tls_stream), h2).await;
+}
+
+/// Serves HTTP (HTTP/1.1, or h2 when `h2` was negotiated) on a tunnel's stream.
+async fn serve_http<I>(context: ConnContext, io: TokioIo<I>, h2: bool)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let context = Arc::new(context);
+    let shared = context.shared.clone();
+    let mut shutdown = shared.shutdown.clone();
+    let service = service_fn(move |request| forward::serve(context.clone(), request));
+    if h2 {
+        let connection = shared.http_any.serve_connection_with_upgrades(io, service);
+        tokio::pin!(connection);
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(e) = result { tracing::debug!("tunnel connection: {e}"); }
+            }
+            () = stopping(&mut shutdown) => {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
+        }
+    } else {
+        let connection = shared.http1.serve_connection(io, service).with_upgrades();
+        tokio::pin!(connection);
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(e) = result { tracing::debug!("tunnel connection: {e}"); }
+            }
+            () = stopping(&mut shutdown) => {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
+        }
+    }
+}
+
+/// Relays the tunnel as raw bytes to the checked address of `host:port`.
+async fn raw(
+    context: Arc<ConnContext>,
+    stream: TcpStream,
+    prefix: Bytes,
+    host: Host,
+    port: u16,
+    tunnel: TunnelDecision,
+) {
+    let shared = &context.shared;
+    let started = std::time::Instant::now();
+    let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
+    line.rule = tunnel.decision.rule.clone();
+    let mut upstream = match shared.upstream.connect_tcp(&host, port).await {
+        Ok(upstream) => upstream,
+        Err(DialError::Denied(decision)) => {
+            line.rule = decision.rule;
+            line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
+            line.write(&shared.audit);
+            return;
+        }
+        Err(e) => {
+            tracing::debug!("tunnel to {host}:{port}: {e}");
+            line.allowed = true;
+            line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+            line.write(&shared.audit);
+            return;
+        }
+    };
+    if !prefix.is_empty() && upstream.write_all(&prefix).await.is_err() {
+        return;
+    }
+    let relayed = relay(stream, upstream, shared.limits.relay_idle_timeout).await;
+    line.allowed = true;
+    line.bytes_up = relayed.up + prefix.len() as u64;
+    line.bytes_down = relayed.down;
+    line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+    line.write(&shared.audit);
+}
+
+/// Closes a tunnel whose bytes may not pass, with its `tcp` audit line.
+fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDecision) {
+    let decision = if tunnel.decision.is_allow() {
+        // The port is allowed only for HTTP (the rule has methods or paths).
+        Decision::deny(Reason::MethodNotAllowed, tunnel.decision.rule.clone())
+    } else {
+        tunnel.decision.clone()
+    };
+    let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
+    line.reason = Some(decision.reason.unwrap_or(Reason::HostNotAllowed));
+    line.rule = decision.rule;
+    line.write(&context.shared.audit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_sniffing() {
+        assert_eq!(looks_like_http(b"GET / HTTP/1.1\r\n"), Some(true));
+        assert_eq!(looks_like_http(b"M-SEARCH * HTTP/1.1"), Some(true));
+        assert_eq!(looks_like_http(b"GE"), None);
+        assert_eq!(looks_like_http(b"SSH-2.0-OpenSSH"), Some(false));
+        assert_eq!(looks_like_http(b" GET"), Some(false));
+        assert_eq!(looks_like_http(b"\x00\x01"), Some(false));
+        assert_eq!(looks_like_http(&[b'A'; 40]), Some(false));
+    }
+}

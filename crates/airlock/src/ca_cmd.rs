@@ -1,0 +1,65 @@
+//! `airlock ca`: create, locate and show the local CA that signs interception certificates.
+//!
+//! The CA lives in [`airlock_proxy::ca::default_dir`]; errors go to stderr prefixed
+//! `airlock: ` and exit 1 (usage errors are clap's, exit 2).
+
+use std::process::ExitCode;
+
+use airlock_proxy::ca::{self, CaError, CertificateAuthority, InitOutcome};
+
+/// Subcommands of `airlock ca`.
+#[derive(clap::Subcommand)]
+pub enum CaCommand {
+    /// Create the CA unless one exists (then keep it and say so).
+    Init {
+        /// Replace an existing CA with a new one.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the certificate (PEM) and its SHA-256 fingerprint.
+    Show,
+    /// Print the absolute path of the CA certificate.
+    Path,
+}
+
+/// Runs one `airlock ca` subcommand.
+pub fn run(cmd: CaCommand) -> ExitCode {
+    match run_command(cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("airlock: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_command(cmd: CaCommand) -> Result<(), CaError> {
+    let dir = ca::default_dir()?;
+    let cert_path = dir.join(ca::CERT_FILE);
+    match cmd {
+        CaCommand::Init { force } => match ca::init(&dir, force)? {
+            InitOutcome::Created => {
+                println!("created a new CA: {}", cert_path.display());
+                println!("its key: {} (mode 0600)", dir.join(ca::KEY_FILE).display());
+            }
+            InitOutcome::Kept => {
+                println!(
+                    "kept the existing CA: {} (use --force to replace it)",
+                    cert_path.display()
+                );
+            }
+        },
+        CaCommand::Path => {
+            if !cert_path.is_file() || !dir.join(ca::KEY_FILE).is_file() {
+                return Err(CaError::Missing { dir });
+            }
+            println!("{}", cert_path.display());
+        }
+        CaCommand::Show => {
+            let authority = CertificateAuthority::load_dir(&dir)?;
+            print!("{}", authority.cert_pem());
+            println!("SHA-256 fingerprint: {}", authority.fingerprint_sha256());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! The `airlock` command line: parses flags, wires the crates together, prints errors.
+//!
+//! Exit statuses follow PRODUCT.md §6: usage errors are 2 (clap's own), `policy check`
+//! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
+
+mod ca_cmd;
+mod policy_args;
+mod policy_cmd;
+mod proxy_cmd;
+mod run_cmd;
+mod secret_sources;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// airlock: run AI coding agents with their network cut down to a policy.
+#[derive(Parser)]
+#[command(name = "airlock", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command with its network cut down to a policy.
+    Run(run_cmd::RunArgs),
+    /// Run the intercepting proxy as a daemon.
+    Proxy(proxy_cmd::ProxyArgs),
+    /// Validate, explain and import policies.
+    #[command(subcommand)]
+    Policy(policy_cmd::PolicyCommand),
+    /// Manage the local CA that signs interception certificates.
+    #[command(subcommand)]
+    Ca(ca_cmd::CaCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::try_parse().unwrap_or_else(|error| run_cmd::exit_on_parse_error(error));
+    match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Proxy(args) => proxy_cmd::run(args),
+        Command::Policy(cmd) => policy_cmd::run(cmd),
+        Command::Ca(cmd) => ca_cmd::run(cmd),
+    }
+}

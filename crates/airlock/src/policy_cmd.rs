@@ -1,0 +1,259 @@
+//! `airlock policy check|explain|import`: validate policies, explain one decision, and
+//! translate a seed system's file into native YAML.
+//!
+//! Exit statuses (PRODUCT.md §6): `check` 0 valid / 1 invalid; `explain` 0 allow / 1 deny /
+//! 2 error; `import` 0 / 1 when the file cannot be imported; usage errors 2.
+
+use std::process::ExitCode;
+
+use airlock_policy::canonical::{CanonicalRequest, Host, parse_authority};
+use airlock_policy::import::SeedFormat;
+use airlock_policy::{CompiledPolicy, Decision, emit};
+
+use crate::policy_args::{PolicySelection, read_policy_source};
+
+/// Subcommands of `airlock policy`.
+#[derive(clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Validate policy files: exit 0, or 1 with every error as file:line:col.
+    Check {
+        /// Policy files; `FORMAT:FILE` for a seed system's format.
+        #[arg(value_name = "[FORMAT:]FILE", required = true)]
+        files: Vec<String>,
+    },
+    /// Explain the decision for one request: rule, reason and the secrets that would be swapped.
+    Explain {
+        /// The policy to decide with.
+        #[command(flatten)]
+        selection: PolicySelection,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The request method, e.g. GET.
+        method: String,
+        /// The request URL, e.g. https://api.github.com/repos/acme/app.
+        url: String,
+    },
+    /// Translate a seed system's policy file into native airlock YAML (on stdout).
+    Import {
+        /// The seed format: airut, trustyclaw, secrets-proxy or sandbox0.
+        #[arg(long = "from", value_name = "FORMAT")]
+        from: SeedFormat,
+        /// The file to import.
+        file: String,
+    },
+}
+
+/// Runs one `airlock policy` subcommand.
+pub fn run(cmd: PolicyCommand) -> ExitCode {
+    match cmd {
+        PolicyCommand::Check { files } => check(&files),
+        PolicyCommand::Explain {
+            selection,
+            json,
+            method,
+            url,
+        } => explain(&selection, json, &method, &url),
+        PolicyCommand::Import { from, file } => import(from, &file),
+    }
+}
+
+fn check(files: &[String]) -> ExitCode {
+    let mut invalid = false;
+    for spec in files {
+        let result = read_policy_source(spec).and_then(|(name, policy)| {
+            CompiledPolicy::compile(&policy)
+                .map(|_| (name, policy))
+                .map_err(|e| vec![format!("{spec}: {e}")])
+        });
+        match result {
+            Ok((name, policy)) => println!(
+                "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules)",
+                policy.network.allow.len(),
+                policy.network.deny.len(),
+                policy.secrets.len(),
+                policy.mcp.len()
+            ),
+            Err(errors) => {
+                invalid = true;
+                for error in errors {
+                    eprintln!("{error}");
+                }
+            }
+        }
+    }
+    if invalid {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// A request named on the command line: `METHOD URL`.
+struct ExplainRequest {
+    canonical: CanonicalRequest,
+    host_text: String,
+}
+
+fn parse_request(method: &str, url: &str) -> Result<ExplainRequest, String> {
+    let valid_method = !method.is_empty()
+        && method
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_');
+    if !valid_method {
+        return Err(format!("{method:?} is not an HTTP method"));
+    }
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("{url:?} is not an absolute URL: write it as https://HOST/PATH"))?;
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "https" | "wss" => 443,
+        "http" | "ws" => 80,
+        other => {
+            return Err(format!(
+                "unsupported URL scheme {other:?}: use http or https"
+            ));
+        }
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path_and_query) = rest.split_at(end);
+    if authority.contains('@') {
+        return Err(format!(
+            "{url:?} carries user information: name the host alone"
+        ));
+    }
+    let (host, port) =
+        parse_authority(authority, default_port).map_err(|e| format!("{authority:?}: {e}"))?;
+    let path_and_query = match path_and_query.split('#').next() {
+        Some(p) if p.starts_with('/') => p.to_owned(),
+        Some(p) => format!("/{p}"),
+        None => "/".to_owned(),
+    };
+    let host_text = match &host {
+        Host::Name(name) => name.clone(),
+        Host::Ip(std::net::IpAddr::V4(ip)) => ip.to_string(),
+        Host::Ip(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+    };
+    Ok(ExplainRequest {
+        canonical: CanonicalRequest::new(method, host, port, &path_and_query),
+        host_text,
+    })
+}
+
+fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> ExitCode {
+    let policy = match selection.load() {
+        Ok(policy) => policy,
+        Err(errors) => return fail(&errors.join("\n")),
+    };
+    let compiled = match CompiledPolicy::compile(&policy) {
+        Ok(compiled) => compiled,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let request = match parse_request(method, url) {
+        Ok(request) => request,
+        Err(e) => return fail(&e),
+    };
+    let mut decision = compiled.decide(&request.canonical);
+    if decision.is_allow()
+        && let Host::Ip(ip) = request.canonical.host
+        && let Err(refusal) = compiled.check_address(&request.canonical.host, ip)
+    {
+        decision = refusal;
+    }
+    let secrets: Vec<String> = if decision.is_allow() {
+        compiled
+            .secrets_for_host(&request.canonical.host)
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if json {
+        print_json(&decision, &secrets);
+    } else {
+        print_text(&decision, &secrets, &request);
+    }
+    if decision.is_allow() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn print_json(decision: &Decision, secrets: &[String]) {
+    /// The `--json` shape of PRODUCT.md §6, keys in contract order.
+    #[derive(serde::Serialize)]
+    struct Explained<'a> {
+        decision: &'static str,
+        rule: Option<&'a str>,
+        reason: Option<&'static str>,
+        secrets: &'a [String],
+    }
+    let explained = Explained {
+        decision: decision.verdict.as_str(),
+        rule: decision.rule.as_deref(),
+        reason: decision.reason.map(|r| r.as_str()),
+        secrets,
+    };
+    match serde_json::to_string(&explained) {
+        Ok(line) => println!("{line}"),
+        Err(e) => eprintln!("airlock: cannot print the decision as JSON: {e}"),
+    }
+}
+
+fn print_text(decision: &Decision, secrets: &[String], request: &ExplainRequest) {
+    let req = &request.canonical;
+    let path = req.path.as_deref().unwrap_or("(unsafe path)");
+    println!(
+        "{} {} {}:{}{}",
+        decision.verdict.as_str(),
+        req.method,
+        request.host_text,
+        req.port,
+        path
+    );
+    println!(
+        "  rule:    {}",
+        decision.rule.as_deref().unwrap_or("none (default deny)")
+    );
+    if let Some(reason) = decision.reason {
+        let explanation = reason.explain(
+            &req.method,
+            &request.host_text,
+            path,
+            decision.rule.as_deref(),
+        );
+        println!("  reason:  {reason}");
+        println!("  message: {}", explanation.message);
+        println!("  hint:    {}", explanation.hint);
+    }
+    if !secrets.is_empty() {
+        println!("  secrets swapped on this host: {}", secrets.join(", "));
+    }
+}
+
+fn import(format: SeedFormat, file: &str) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("airlock: {file}: cannot read: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match airlock_policy::import::import(format, file, &text) {
+        Ok(policy) => {
+            print!("{}", emit::to_yaml(&policy));
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("airlock: {message}");
+    ExitCode::from(2)
+}

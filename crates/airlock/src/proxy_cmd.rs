@@ -1,0 +1,195 @@
+//! `airlock proxy`: runs the intercepting proxy as a daemon until SIGTERM or SIGINT.
+//!
+//! Reads and validates everything first (policy, secrets, CA, audit destination, upstream
+//! trust) and refuses to start on any error (exit 1, each error on stderr); once bound it
+//! prints exactly `airlock: proxy listening on ADDR` on stderr. On SIGTERM/SIGINT it stops
+//! accepting, drains in-flight requests (bounded), flushes the audit log and exits 0.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use airlock_audit::AuditLog;
+use airlock_policy::CompiledPolicy;
+use airlock_proxy::ca::{self, CertificateAuthority};
+use airlock_proxy::upstream::parse_pin;
+use airlock_proxy::{Proxy, ProxyConfig};
+
+use crate::policy_args::PolicyArgs;
+
+/// Flags of `airlock proxy`.
+#[derive(clap::Args)]
+pub struct ProxyArgs {
+    /// Policy sources and secrets.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Address to accept proxy connections on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Audit log destination: a file (appended to) or `-` for stdout.
+    #[arg(long, value_name = "FILE|-")]
+    pub log: Option<String>,
+    /// CA certificate signing interception certificates (with --ca-key); default: the
+    /// CA of `airlock ca path`, created if missing.
+    #[arg(long, value_name = "F", requires = "ca_key")]
+    pub ca_cert: Option<PathBuf>,
+    /// The CA's private key (with --ca-cert).
+    #[arg(long, value_name = "F", requires = "ca_cert")]
+    pub ca_key: Option<PathBuf>,
+    /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
+    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    pub resolve: Vec<String>,
+    /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
+    #[arg(long = "upstream-ca", value_name = "F")]
+    pub upstream_ca: Vec<PathBuf>,
+    /// Write `NAME=SURROGATE` lines (mode 0600) for every secret to this file.
+    #[arg(long = "surrogates-out", value_name = "F")]
+    pub surrogates_out: Option<PathBuf>,
+}
+
+/// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
+pub fn run(args: ProxyArgs) -> ExitCode {
+    let config = match prepare(&args) {
+        Ok(config) => config,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("airlock: {error}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("airlock: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let listen = args.listen;
+    runtime.block_on(async move {
+        let proxy = match Proxy::new(config) {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                eprintln!("airlock: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                eprintln!("airlock: cannot listen on {listen}: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let bound = listener.local_addr().unwrap_or(listen);
+        eprintln!("airlock: proxy listening on {bound}");
+        let signals = match shutdown_signal() {
+            Ok(signals) => signals,
+            Err(e) => {
+                eprintln!("airlock: cannot install signal handlers: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        proxy.serve(listener, signals).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Everything read and checked before the proxy starts; every error found is returned.
+fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
+    let policy = args.policy.load()?;
+    if args.policy.selection.is_empty() {
+        eprintln!("airlock: no --policy and no --allow: every request will be refused");
+    } else if policy.network.allow.is_empty() {
+        eprintln!("airlock: the policy has no allow rule: every request will be refused");
+    }
+    let compiled = CompiledPolicy::compile(&policy).map_err(|e| vec![e.to_string()])?;
+    let credentials = args.policy.credentials(&policy).map_err(|e| vec![e])?;
+    if let Some(path) = &args.surrogates_out {
+        write_surrogates(path, &credentials.surrogates())
+            .map_err(|e| vec![format!("--surrogates-out {}: {e}", path.display())])?;
+    }
+    let mut errors = Vec::new();
+    let mut resolve = HashMap::new();
+    for spec in &args.resolve {
+        match parse_pin(spec) {
+            Ok((name, ip)) => {
+                resolve.insert(name, ip);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let ca = load_ca(args).map_err(|e| errors.push(e)).ok();
+    let audit = match args.log.as_deref() {
+        None => Some(AuditLog::disabled()),
+        Some(dest) => AuditLog::open(dest)
+            .map_err(|e| errors.push(format!("--log {dest}: {e}")))
+            .ok(),
+    };
+    let (Some(ca), Some(audit)) = (ca, audit) else {
+        return Err(errors);
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut config = ProxyConfig::new(compiled, ca, credentials, audit);
+    config.resolve = resolve;
+    config.upstream_cas = args.upstream_ca.clone();
+    Ok(config)
+}
+
+fn load_ca(args: &ProxyArgs) -> Result<CertificateAuthority, String> {
+    match (&args.ca_cert, &args.ca_key) {
+        (Some(cert), Some(key)) => CertificateAuthority::load(cert, key).map_err(|e| e.to_string()),
+        _ => {
+            let dir = ca::default_dir().map_err(|e| e.to_string())?;
+            ca::init(&dir, false).map_err(|e| e.to_string())?;
+            CertificateAuthority::load_dir(&dir).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Writes `NAME=SURROGATE` lines to `path`, created (or truncated) with mode 0600.
+fn write_surrogates(
+    path: &std::path::Path,
+    surrogates: &[(String, String)],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An existing file keeps its mode on open: narrow it before writing.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    let mut text = String::new();
+    for (name, surrogate) in surrogates {
+        text.push_str(name);
+        text.push('=');
+        text.push_str(surrogate);
+        text.push('\n');
+    }
+    file.write_all(text.as_bytes())
+}
+
+/// Completes on the first SIGTERM or SIGINT.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        eprintln!("airlock: shutting down");
+    })
+}

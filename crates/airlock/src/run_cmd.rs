@@ -1,0 +1,814 @@
+//! `airlock run`: runs one command so that its only way out is airlock's proxy.
+//!
+//! Everything is read and checked first (policy, secrets, CA, audit log, upstream trust);
+//! any failure exits 125 and the command is never started. Then, by `--jail`:
+//!
+//! * `namespace` (the default on Linux): the command runs in `airlock-jail`'s user,
+//!   network, mount and PID namespaces. The jail's listening sockets are served here, in
+//!   the host's network namespace: port 53 (UDP and TCP) by `airlock-dns` with one
+//!   [`NameMap`], every other TCP port by the proxy in transparent mode (the original
+//!   destination, SNI, `Host` and the DNS map give the name). No proxy variables are set.
+//! * `env`: the command runs directly with `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (and
+//!   lower-case twins) pointing at an explicit proxy on `127.0.0.1`; advisory only, and
+//!   said so on stderr every time.
+//!
+//! What the command sees: its own environment minus proxy variables, minus every secret's
+//! source variable and every variable holding a real secret value; plus each secret's
+//! surrogate under the secret's name, `AIRLOCK=1`, and the CA-trust variables pointing at
+//! a bundle of the system roots and the airlock CA (also bind-mounted over the system
+//! bundle paths in namespace mode).
+//!
+//! What it cannot see (namespace mode; hidden by the mount namespace): the CA directory
+//! (`AIRLOCK_HOME`, holding the key and the default audit logs), the policy files, `file:`
+//! secret sources, the audit log file, `$XDG_RUNTIME_DIR` and `/run/user/UID`,
+//! `/tmp/.X11-unix` and the `SSH_AUTH_SOCK` socket. Abstract UNIX sockets are per network
+//! namespace and so unreachable. What remains visible: other host UNIX sockets under
+//! `/run`, `/var/run` and `/tmp` (the jail can only hide with read-only mounts, and a
+//! read-only `/tmp` would break most tools).
+//!
+//! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
+//! executed / is not found; 125 for any failure of airlock itself. While the command runs
+//! `SIGINT` is ignored here (the terminal delivers it to the command directly) and
+//! `SIGTERM`/`SIGHUP` are forwarded to it. When it ends, the proxy and DNS stop, the audit
+//! log is flushed, and if anything was refused one summary line goes to stderr.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_audit::AuditLog;
+use airlock_policy::model::SecretSource;
+use airlock_policy::{CompiledPolicy, Policy};
+use airlock_proxy::ca::{self, CertificateAuthority};
+use airlock_proxy::upstream::parse_pin;
+use airlock_proxy::{Proxy, ProxyConfig, TunnelRefusal};
+use tokio::sync::watch;
+
+use crate::policy_args::{PolicyArgs, split_format};
+
+/// The exit status for every failure of airlock itself (the command was not started).
+const SETUP_FAILED: u8 = 125;
+
+/// How long in-flight connections get once the command has ended.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// System CA bundle paths: read for the system roots (first one found) and covered by
+/// airlock's bundle inside the jail (every one that exists).
+const SYSTEM_BUNDLES: [&str; 3] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// Variables that point TLS clients of common runtimes at a CA bundle.
+const CA_BUNDLE_VARIABLES: [&str; 13] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+    "AWS_CA_BUNDLE",
+    "DENO_CERT",
+    "HTTPLIB2_CA_CERTS",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "NIX_SSL_CERT_FILE",
+    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+];
+
+/// Proxy variables: removed in namespace mode, set in env mode.
+const PROXY_VARIABLES: [&str; 8] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+
+/// How the command is confined.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JailMode {
+    /// `namespace` on Linux, `env` elsewhere.
+    #[default]
+    Auto,
+    /// Linux user, network, mount and PID namespaces: every connection is captured.
+    Namespace,
+    /// Proxy variables only: advisory, programs can bypass it.
+    Env,
+}
+
+/// Flags of `airlock run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Policy sources and secrets.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
+    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    pub resolve: Vec<String>,
+    /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
+    #[arg(long = "upstream-ca", value_name = "F")]
+    pub upstream_ca: Vec<PathBuf>,
+    /// Audit log destination: a file (appended to) or `-` for stdout; default: a new file
+    /// under the CA directory's `logs/`.
+    #[arg(long, value_name = "FILE|-")]
+    pub log: Option<String>,
+    /// How the command is confined.
+    #[arg(long, value_enum, default_value_t = JailMode::Auto)]
+    pub jail: JailMode,
+    /// The command and its arguments.
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Turns a command-line parse error into the process exit: for `airlock run` every usage
+/// error is a failure of airlock itself (125, PRODUCT.md §6); `--help`/`--version` and the
+/// other subcommands keep clap's own statuses.
+pub fn exit_on_parse_error(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let is_run = std::env::args_os()
+        .skip(1)
+        .find(|arg| !arg.to_string_lossy().starts_with('-'))
+        .is_some_and(|arg| arg == "run");
+    let informational = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if is_run && !informational {
+        let _ = error.print();
+        std::process::exit(i32::from(SETUP_FAILED));
+    }
+    error.exit()
+}
+
+/// Runs `airlock run` and returns the exit status.
+pub fn run(args: RunArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("airlock: cannot start the async runtime: {e}");
+            return ExitCode::from(SETUP_FAILED);
+        }
+    };
+    let status = runtime.block_on(run_session(args));
+    // Blocking tasks (a jail waiting for a stray process) must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED))
+}
+
+async fn run_session(args: RunArgs) -> i32 {
+    let mode = effective_mode(args.jail);
+    let (session, config) = match Session::prepare(&args, mode) {
+        Ok(prepared) => prepared,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("airlock: {error}");
+            }
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let status = match mode {
+        JailMode::Env => run_env(&args, &session, config).await,
+        _ => run_namespace(&args, &session, config).await,
+    };
+    session.audit.flush();
+    session.print_summary();
+    status
+}
+
+/// `auto` resolved for this platform.
+fn effective_mode(requested: JailMode) -> JailMode {
+    match requested {
+        JailMode::Auto if cfg!(target_os = "linux") => JailMode::Namespace,
+        JailMode::Auto => JailMode::Env,
+        other => other,
+    }
+}
+
+/// Everything read and checked before the command starts.
+struct Session {
+    /// The combined policy.
+    policy: Policy,
+    /// The command's environment (before mode-specific proxy variables).
+    env: Vec<(OsString, OsString)>,
+    /// The CA bundle given to the command; its directory is removed when the session ends.
+    bundle: PathBuf,
+    _bundle_dir: tempfile::TempDir,
+    /// Paths the command must not see (namespace mode).
+    hide_paths: Vec<PathBuf>,
+    /// The audit log and where it goes.
+    audit: AuditLog,
+    log: LogTarget,
+}
+
+/// Where the audit log goes, and where this session's lines start in it.
+enum LogTarget {
+    /// Standard output: lines cannot be read back for the summary.
+    Stdout,
+    /// A file; this session's lines start at `start`.
+    File { path: PathBuf, start: u64 },
+}
+
+impl Session {
+    /// Reads and checks everything; returns the session and the proxy's configuration.
+    fn prepare(args: &RunArgs, mode: JailMode) -> Result<(Session, ProxyConfig), Vec<String>> {
+        let policy = args.policy.load()?;
+        if args.policy.selection.is_empty() {
+            eprintln!("airlock: no --policy and no --allow: all network access is refused");
+        } else if policy.network.allow.is_empty() {
+            eprintln!("airlock: the policy has no allow rule: all network access is refused");
+        }
+        let compiled = CompiledPolicy::compile(&policy).map_err(|e| vec![e.to_string()])?;
+        let values = crate::secret_sources::read_all(&policy.secrets)?;
+        let real_values: Vec<String> = values.iter().map(|(_, value)| value.clone()).collect();
+        let credentials =
+            airlock_credentials::Credentials::new(values).map_err(|e| vec![e.to_string()])?;
+        let surrogates = credentials.surrogates();
+
+        let mut errors = Vec::new();
+        let mut resolve = HashMap::new();
+        for spec in &args.resolve {
+            match parse_pin(spec) {
+                Ok((name, ip)) => {
+                    resolve.insert(name, ip);
+                }
+                Err(e) => errors.push(format!("--resolve {spec}: {e}")),
+            }
+        }
+        for ca_file in &args.upstream_ca {
+            if !ca_file.is_file() {
+                errors.push(format!("--upstream-ca {}: no such file", ca_file.display()));
+            }
+        }
+        let ca_dir = ca::default_dir().map_err(|e| vec![e.to_string()])?;
+        let ca = ca::init(&ca_dir, false)
+            .and_then(|_| CertificateAuthority::load_dir(&ca_dir))
+            .map_err(|e| vec![e.to_string()])?;
+        let (audit, log) = open_log(args.log.as_deref(), &ca_dir).map_err(|e| vec![e])?;
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+
+        let bundle_dir = tempfile::Builder::new()
+            .prefix("airlock-run-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| vec![format!("cannot create a private directory: {e}")])?;
+        let bundle = bundle_dir.path().join("ca-bundle.pem");
+        write_bundle(&bundle, ca.cert_pem())
+            .map_err(|e| vec![format!("cannot write the CA bundle: {e}")])?;
+
+        let env = command_env(&policy, &real_values, &surrogates, &bundle, mode);
+        let hide_paths = hidden_paths(args, &policy, &ca_dir, &log);
+
+        let mut config = ProxyConfig::new(compiled, ca, credentials, audit.clone());
+        config.resolve = resolve;
+        config.upstream_cas = args.upstream_ca.clone();
+        config.tunnel_refusal = TunnelRefusal::InsideTls;
+        config.limits.drain_timeout = DRAIN_TIMEOUT;
+        let session = Session {
+            policy,
+            env,
+            bundle,
+            _bundle_dir: bundle_dir,
+            hide_paths,
+            audit,
+            log,
+        };
+        Ok((session, config))
+    }
+
+    /// The TCP ports captured in the jail: 80, 443 and every port a rule names (53 is the
+    /// jail's own).
+    fn tcp_ports(&self) -> Vec<u16> {
+        let mut ports = vec![80, 443];
+        for rule in &self.policy.network.allow {
+            ports.extend_from_slice(rule.effective_ports());
+        }
+        ports.retain(|port| *port != 53 && *port != 0);
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
+    /// One stderr line when anything was refused (file logs only).
+    fn print_summary(&self) {
+        let LogTarget::File { path, start } = &self.log else {
+            return;
+        };
+        let Ok(refusals) = count_refusals(path, *start) else {
+            return;
+        };
+        let total: u64 = refusals.values().sum();
+        if total == 0 {
+            return;
+        }
+        let mut by_count: Vec<(&String, &u64)> = refusals.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut shown: Vec<String> = by_count
+            .iter()
+            .take(3)
+            .map(|(host, count)| format!("{host} ×{count}"))
+            .collect();
+        if by_count.len() > 3 {
+            shown.push("...".to_owned());
+        }
+        let noun = if total == 1 { "request" } else { "requests" };
+        eprintln!(
+            "airlock: {total} {noun} refused ({}) — see {}",
+            shown.join(", "),
+            path.display()
+        );
+    }
+}
+
+/// Opens the audit log: `--log` as given, or a new file under `<ca_dir>/logs/`.
+fn open_log(dest: Option<&str>, ca_dir: &Path) -> Result<(AuditLog, LogTarget), String> {
+    let path = match dest {
+        Some("-") => {
+            let audit = AuditLog::open("-").map_err(|e| format!("--log -: {e}"))?;
+            return Ok((audit, LogTarget::Stdout));
+        }
+        Some(file) => PathBuf::from(file),
+        None => {
+            let logs = ca_dir.join("logs");
+            std::fs::create_dir_all(&logs)
+                .map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            logs.join(format!("run-{stamp}-{}.jsonl", std::process::id()))
+        }
+    };
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("--log {}: not a UTF-8 path", path.display()))?;
+    let audit = AuditLog::open(text).map_err(|e| format!("--log {text}: {e}"))?;
+    let start = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    Ok((audit, LogTarget::File { path, start }))
+}
+
+/// Refusals per host (or DNS name) in the log lines after `start`.
+fn count_refusals(path: &Path, start: u64) -> std::io::Result<BTreeMap<String, u64>> {
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut refusals = BTreeMap::new();
+    for line in text.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if value.get("decision").and_then(|d| d.as_str()) != Some("deny") {
+            continue;
+        }
+        let host = value
+            .get("host")
+            .or_else(|| value.get("name"))
+            .and_then(|h| h.as_str())
+            .unwrap_or("?")
+            .to_owned();
+        *refusals.entry(host).or_insert(0) += 1;
+    }
+    Ok(refusals)
+}
+
+/// Writes the system roots (first system bundle found) followed by the airlock CA.
+fn write_bundle(path: &Path, ca_pem: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    if let Some(system) = SYSTEM_BUNDLES
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+    {
+        text.push_str(&system);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text.push_str("# airlock interception CA\n");
+    text.push_str(ca_pem);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+/// The command's environment: airlock's own minus proxy variables and anything holding a
+/// real secret, plus surrogates, `AIRLOCK=1` and the CA-trust variables.
+fn command_env(
+    policy: &Policy,
+    real_values: &[String],
+    surrogates: &[(String, String)],
+    bundle: &Path,
+    mode: JailMode,
+) -> Vec<(OsString, OsString)> {
+    let source_vars: Vec<&str> = policy
+        .secrets
+        .iter()
+        .filter_map(|secret| match &secret.source {
+            SecretSource::Env(var) => Some(var.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(name, value)| {
+            let name_text = name.to_string_lossy();
+            if source_vars.contains(&name_text.as_ref())
+                || PROXY_VARIABLES.contains(&name_text.as_ref())
+                || CA_BUNDLE_VARIABLES.contains(&name_text.as_ref())
+                || name_text == "AIRLOCK"
+            {
+                return false;
+            }
+            if mode == JailMode::Namespace && name_text == "SSH_AUTH_SOCK" {
+                return false;
+            }
+            let value = value.to_string_lossy();
+            !real_values
+                .iter()
+                .any(|real| !real.is_empty() && value.contains(real.as_str()))
+        })
+        .filter(|(name, _)| {
+            !surrogates
+                .iter()
+                .any(|(secret, _)| name.to_string_lossy() == *secret)
+        })
+        .collect();
+    for (name, surrogate) in surrogates {
+        env.push((name.into(), surrogate.into()));
+    }
+    env.push(("AIRLOCK".into(), "1".into()));
+    for variable in CA_BUNDLE_VARIABLES {
+        env.push((variable.into(), bundle.as_os_str().to_owned()));
+    }
+    env
+}
+
+/// The existing paths the command must not see, canonical, without duplicates and without
+/// paths lying inside another hidden directory.
+fn hidden_paths(args: &RunArgs, policy: &Policy, ca_dir: &Path, log: &LogTarget) -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = vec![ca_dir.to_owned()];
+    for spec in &args.policy.selection.policies {
+        if let Ok((_, path)) = split_format(spec) {
+            candidates.push(PathBuf::from(path));
+        }
+    }
+    for secret in &policy.secrets {
+        if let SecretSource::File(path) = &secret.source {
+            candidates.push(path.clone());
+        }
+    }
+    if let LogTarget::File { path, .. } = log {
+        candidates.push(path.clone());
+    }
+    if let Some(runtime_dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        candidates.push(PathBuf::from(runtime_dir));
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    candidates.push(PathBuf::from(format!("/run/user/{uid}")));
+    candidates.push(PathBuf::from("/tmp/.X11-unix"));
+    if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK") {
+        candidates.push(PathBuf::from(agent));
+    }
+    let mut canonical: Vec<PathBuf> = candidates
+        .iter()
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    canonical.sort();
+    canonical.dedup();
+    let directories: Vec<PathBuf> = canonical.iter().filter(|p| p.is_dir()).cloned().collect();
+    canonical.retain(|path| {
+        !directories
+            .iter()
+            .any(|dir| dir != path && path.starts_with(dir))
+    });
+    canonical
+}
+
+/// Completes when the proxy and DNS must stop.
+async fn stop_signal(mut receiver: watch::Receiver<bool>) {
+    // An error means the sender is gone: stopping as well.
+    let _ = receiver.wait_for(|stop| *stop).await;
+}
+
+/// `--jail env`: the command runs directly, pointed at an explicit proxy.
+async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 {
+    eprintln!(
+        "airlock: --jail env is advisory: the command is only asked to use the proxy \
+         (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) and programs can bypass it; use --jail namespace \
+         to enforce the policy"
+    );
+    let proxy = match Proxy::new(config) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("airlock: cannot listen on {listen}: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let address = match listener.local_addr() {
+        Ok(address) => address,
+        Err(e) => {
+            eprintln!("airlock: cannot read the proxy's address: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let (stop, stopped) = watch::channel(false);
+    let serving = tokio::spawn(proxy.serve(listener, stop_signal(stopped.clone())));
+
+    let proxy_url = format!("http://{address}");
+    let mut env = session.env.clone();
+    for variable in PROXY_VARIABLES {
+        if !variable.eq_ignore_ascii_case("NO_PROXY") {
+            env.push((variable.into(), proxy_url.clone().into()));
+        }
+    }
+    let Some((program, arguments)) = args.command.split_first() else {
+        return i32::from(SETUP_FAILED);
+    };
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("airlock: cannot install signal handlers: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let spawned = tokio::process::Command::new(program)
+        .args(arguments)
+        .env_clear()
+        .envs(env)
+        .spawn();
+    let status = match spawned {
+        Err(e) => {
+            eprintln!("airlock: cannot run {}: {e}", program.to_string_lossy());
+            if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            }
+        }
+        Ok(mut child) => {
+            let pid = child.id();
+            let forward = move |signal: i32| {
+                if let Some(pid) = pid.and_then(|pid| libc::pid_t::try_from(pid).ok()) {
+                    // SAFETY: kill has no memory-safety preconditions; the pid is our child,
+                    // not yet reaped (the waiting task holds it).
+                    unsafe {
+                        libc::kill(pid, signal);
+                    }
+                }
+            };
+            let waited = signals.forward_until(child.wait(), forward).await;
+            match waited {
+                Ok(status) => exit_status_of(status),
+                Err(e) => {
+                    eprintln!("airlock: waiting for the command failed: {e}");
+                    i32::from(SETUP_FAILED)
+                }
+            }
+        }
+    };
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT * 2, serving).await;
+    status
+}
+
+/// The shell status of a finished process.
+fn exit_status_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(i32::from(SETUP_FAILED))
+}
+
+/// The signal handlers of a running command: `SIGINT` caught and ignored, `SIGTERM` and
+/// `SIGHUP` caught and forwarded.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Awaits `done`, forwarding `SIGTERM`/`SIGHUP` with `forward` meanwhile.
+    async fn forward_until<T>(
+        mut self,
+        done: impl std::future::Future<Output = T>,
+        forward: impl Fn(i32),
+    ) -> T {
+        tokio::pin!(done);
+        loop {
+            tokio::select! {
+                result = &mut done => return result,
+                _ = self.interrupt.recv() => {}
+                _ = self.terminate.recv() => forward(libc::SIGTERM),
+                _ = self.hangup.recv() => forward(libc::SIGHUP),
+            }
+        }
+    }
+}
+
+/// `--jail namespace`: the command runs in the jail, every connection captured.
+#[cfg(target_os = "linux")]
+async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 {
+    use airlock_jail::{Jail, JailSpec, Protocol};
+
+    let proxy = match Proxy::new(config) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            eprintln!("airlock: cannot read the working directory: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let bind_files = SYSTEM_BUNDLES
+        .iter()
+        .map(Path::new)
+        .filter(|path| path.is_file())
+        .map(|path| (session.bundle.clone(), path.to_owned()))
+        .collect();
+    let spec = JailSpec {
+        argv: args.command.clone(),
+        env: session.env.clone(),
+        cwd,
+        tcp_ports: session.tcp_ports(),
+        hide_paths: session.hide_paths.clone(),
+        bind_files,
+    };
+    let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
+    let mut jail = match spawned {
+        Ok(Ok(jail)) => jail,
+        Ok(Err(e)) => {
+            eprintln!("airlock: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+        Err(e) => {
+            eprintln!("airlock: the jail launcher failed: {e}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
+
+    let (stop, stopped) = watch::channel(false);
+    let names = airlock_dns::NameMap::new(airlock_dns::default_pool());
+    let mut proxy_listeners = Vec::new();
+    let mut services = tokio::task::JoinSet::new();
+    for handed in std::mem::take(&mut jail.listeners) {
+        let port = handed.addr.port();
+        match handed.proto {
+            Protocol::Udp => {
+                let Ok(socket) = handed.into_udp_socket() else {
+                    continue;
+                };
+                let serving =
+                    airlock_dns::serve_handed_udp(socket, names.clone(), session.audit.clone());
+                services.spawn(until_stopped(serving, stop_signal(stopped.clone())));
+            }
+            Protocol::Tcp => {
+                let listener = match handed
+                    .into_tcp_listener()
+                    .map_err(|_| std::io::Error::other("not a TCP socket"))
+                    .and_then(|listener| {
+                        listener.set_nonblocking(true)?;
+                        tokio::net::TcpListener::from_std(listener)
+                    }) {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        eprintln!("airlock: cannot serve the jail's port {port}: {e}");
+                        let _ = jail.kill();
+                        return i32::from(SETUP_FAILED);
+                    }
+                };
+                if port == 53 {
+                    let serving =
+                        airlock_dns::serve_tcp(listener, names.clone(), session.audit.clone());
+                    services.spawn(until_stopped(serving, stop_signal(stopped.clone())));
+                } else {
+                    proxy_listeners.push(listener);
+                }
+            }
+        }
+    }
+    let serving = tokio::spawn(serve_captured_pending(
+        proxy,
+        proxy_listeners,
+        names.clone(),
+        stop_signal(stopped.clone()),
+    ));
+
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("airlock: cannot install signal handlers: {e}");
+            let _ = jail.kill();
+            return i32::from(SETUP_FAILED);
+        }
+    };
+    let signaller = jail.signaller();
+    let running = tokio::task::spawn_blocking(move || {
+        jail.start()?;
+        jail.wait()
+    });
+    let forward = move |signal: i32| {
+        let _ = signaller.signal(signal);
+    };
+    let status = match signals.forward_until(running, forward).await {
+        Ok(Ok(exit)) => exit.shell_status(),
+        Ok(Err(e)) => {
+            let status = e.exit_status();
+            eprintln!("airlock: {e}");
+            status
+        }
+        Err(e) => {
+            eprintln!("airlock: the jail failed: {e}");
+            i32::from(SETUP_FAILED)
+        }
+    };
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT * 2, serving).await;
+    services.abort_all();
+    while services.join_next().await.is_some() {}
+    status
+}
+
+/// Without Linux namespaces, `--jail namespace` cannot run.
+#[cfg(not(target_os = "linux"))]
+async fn run_namespace(_args: &RunArgs, _session: &Session, _config: ProxyConfig) -> i32 {
+    eprintln!("airlock: --jail namespace needs Linux; choose --jail env");
+    i32::from(SETUP_FAILED)
+}
+
+/// Runs a DNS server until it fails or `stop` completes; a failure is reported.
+#[cfg(target_os = "linux")]
+async fn until_stopped(
+    serving: impl std::future::Future<Output = std::io::Result<()>>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    tokio::select! {
+        result = serving => {
+            if let Err(e) = result {
+                eprintln!("airlock: the sandbox's DNS server stopped: {e}");
+            }
+        }
+        () = stop => {}
+    }
+}
+
+/// Stand-in until the proxy's transparent mode exists: holds the listeners unserved.
+#[cfg(target_os = "linux")]
+async fn serve_captured_pending(
+    proxy: Proxy,
+    listeners: Vec<tokio::net::TcpListener>,
+    names: airlock_dns::NameMap,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    stop.await;
+    drop((proxy, listeners, names));
+}

@@ -1,0 +1,199 @@
+//! Placeholder secrets (PRODUCT.md §3 "Secrets", §6): the placeholder is swapped for the
+//! real value only on the secret's host (every header, inside Basic auth), the response is
+//! scrubbed back, the placeholder sent elsewhere is a tripwire, a foreign credential on the
+//! secret's host is refused, and the real value never appears in the log or on stderr.
+
+mod support;
+
+use support::{
+    CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki, Upstream, assert_refusal, curl,
+};
+
+const PLACEHOLDER: &str = "PLACEHOLDER_LLM_KEY_7f3a";
+const REAL: &str = "sk-bench-REAL-0123456789abcdef";
+/// base64("user:PLACEHOLDER_LLM_KEY_7f3a")
+const BASIC_PLACEHOLDER: &str = "dXNlcjpQTEFDRUhPTERFUl9MTE1fS0VZXzdmM2E=";
+/// base64("user:sk-bench-REAL-0123456789abcdef")
+const BASIC_REAL: &str = "dXNlcjpzay1iZW5jaC1SRUFMLTAxMjM0NTY3ODlhYmNkZWY=";
+
+fn start(pki: &TestPki, upstream: &Upstream) -> Proxy {
+    ProxyBuilder::new(pki)
+        .allow(&format!("localhost:{}", upstream.port()))
+        .allow(&format!("other.test:{}", upstream.port()))
+        .resolve_loopback("localhost")
+        .resolve_loopback("other.test")
+        .secret(&format!("LLM_KEY={PLACEHOLDER}={REAL}@localhost"))
+        .start()
+}
+
+fn assert_real_value_never_shown(proxy: &Proxy) {
+    let log = proxy.audit_log_text();
+    assert!(
+        !log.contains(REAL),
+        "the real secret is in the audit log:\n{log}"
+    );
+    assert!(
+        !log.contains(BASIC_REAL),
+        "the real secret (base64) is in the audit log"
+    );
+    let stderr = proxy.stderr();
+    assert!(
+        !stderr.contains(REAL),
+        "the real secret is on stderr:\n{stderr}"
+    );
+}
+
+fn header_values(hit: &support::upstream::Hit, name: &str) -> Vec<String> {
+    hit.headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+#[test]
+fn placeholder_is_swapped_on_its_host_and_scrubbed_back() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let url = format!("https://localhost:{}/echo/llm", upstream.port());
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let extra = format!("X-Copy: {PLACEHOLDER}");
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            headers: &[&auth, &extra],
+            ..CurlRequest::get(&url)
+        },
+    );
+    assert_eq!(response.status, 200, "{response:?}");
+    let hits = upstream.hits();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        header_values(&hits[0], "authorization"),
+        vec![format!("Bearer {REAL}")],
+        "the upstream receives the real value"
+    );
+    assert_eq!(
+        header_values(&hits[0], "x-copy"),
+        vec![REAL.to_string()],
+        "every header value is swapped"
+    );
+    let body = String::from_utf8_lossy(&response.body);
+    assert!(
+        !body.contains(REAL),
+        "the response echoing the real value is scrubbed: {body}"
+    );
+    assert!(
+        body.contains(PLACEHOLDER),
+        "scrubbing puts the placeholder back: {body}"
+    );
+    let line = proxy.audit_line_where("for /echo/llm", |l| l["path"] == "/echo/llm");
+    assert_eq!(line["decision"], "allow", "{line}");
+    assert_eq!(line["secrets"], serde_json::json!(["LLM_KEY"]), "{line}");
+    assert_real_value_never_shown(&proxy);
+}
+
+#[test]
+fn placeholder_inside_basic_auth_is_swapped() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let url = format!("https://localhost:{}/echo/basic", upstream.port());
+    let auth = format!("Authorization: Basic {BASIC_PLACEHOLDER}");
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            headers: &[&auth],
+            ..CurlRequest::get(&url)
+        },
+    );
+    assert_eq!(response.status, 200, "{response:?}");
+    let hits = upstream.hits();
+    assert_eq!(
+        header_values(&hits[0], "authorization"),
+        vec![format!("Basic {BASIC_REAL}")]
+    );
+    assert_real_value_never_shown(&proxy);
+}
+
+#[test]
+fn placeholder_sent_to_another_host_is_a_tripwire() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let url = format!("https://other.test:{}/echo/exfil", upstream.port());
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            headers: &[&auth],
+            ..CurlRequest::get(&url)
+        },
+    );
+    assert_refusal(
+        response.status,
+        &response.headers,
+        &response.body,
+        &ExpectedRefusal {
+            reason: "secret_out_of_scope",
+            method: "GET",
+            host: "other.test",
+            path: Some("/echo/exfil"),
+        },
+    );
+    assert_eq!(upstream.hit_count(), 0, "{:?}", upstream.hits());
+    let query_url = format!(
+        "https://other.test:{}/echo/exfil?k={PLACEHOLDER}",
+        upstream.port()
+    );
+    let response = curl(&proxy, &pki, &CurlRequest::get(&query_url));
+    assert_eq!(
+        response.status, 403,
+        "placeholder in the query: {response:?}"
+    );
+    assert_eq!(upstream.hit_count(), 0, "{:?}", upstream.hits());
+    let line = proxy.audit_line_where("with secret_out_of_scope", |l| {
+        l["reason"] == "secret_out_of_scope"
+    });
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["host"], "other.test", "{line}");
+    assert_real_value_never_shown(&proxy);
+}
+
+#[test]
+fn foreign_credential_on_the_secrets_host_is_refused() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let url = format!("https://localhost:{}/echo/foreign", upstream.port());
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            headers: &["Authorization: Bearer sk-attacker-owned-key-000000"],
+            ..CurlRequest::get(&url)
+        },
+    );
+    assert_refusal(
+        response.status,
+        &response.headers,
+        &response.body,
+        &ExpectedRefusal {
+            reason: "foreign_credential",
+            method: "GET",
+            host: "localhost",
+            path: Some("/echo/foreign"),
+        },
+    );
+    assert_eq!(upstream.hit_count(), 0, "{:?}", upstream.hits());
+    let log = proxy.audit_log_text();
+    assert!(
+        !log.contains("sk-attacker-owned-key"),
+        "credentials stay out of the log"
+    );
+    assert_real_value_never_shown(&proxy);
+}

@@ -1,0 +1,213 @@
+//! `airlock run` exit statuses and what the command sees: its own status, 126/127 for a
+//! command that cannot run, 125 (command not started) for any failure of airlock itself,
+//! the environment (surrogates, no real secret, CA variables) and the hidden CA key.
+
+#[path = "support/run.rs"]
+mod run;
+mod support;
+
+use run::{RunHome, code, namespaces_available};
+
+#[test]
+fn exit_status_is_the_commands() {
+    if !namespaces_available("exit_status_is_the_commands") {
+        return;
+    }
+    let home = RunHome::new();
+    let output = home.run(&["--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&output), 7, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("all network access is refused"),
+        "no policy must be announced: {}",
+        output.stderr
+    );
+    let output = home.run(&["--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(code(&output), 128 + 15, "{}", output.stderr);
+}
+
+#[test]
+fn missing_and_unexecutable_commands_are_127_and_126() {
+    if !namespaces_available("missing_and_unexecutable_commands_are_127_and_126") {
+        return;
+    }
+    let home = RunHome::new();
+    let output = home.run(&["--", "/nonexistent/command"]);
+    assert_eq!(code(&output), 127, "{}", output.stderr);
+    let script = home.scratch().join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write script");
+    let output = home.run(&["--", script.to_str().expect("utf-8 path")]);
+    assert_eq!(code(&output), 126, "{}", output.stderr);
+}
+
+#[test]
+fn airlock_failures_are_125_and_the_command_never_runs() {
+    let home = RunHome::new();
+    let marker = home.scratch().join("marker");
+    let touch = ["touch", marker.to_str().expect("utf-8 path")];
+    let bad_policy = home.scratch().join("bad.yaml");
+    std::fs::write(
+        &bad_policy,
+        "version: 1\nnetwork:\n  allow:\n    - hots: x\n",
+    )
+    .expect("write");
+    let bad_policy = bad_policy.to_str().expect("utf-8 path").to_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--policy", &bad_policy, "--"],
+        vec!["--policy", "/nonexistent/policy.yaml", "--"],
+        vec!["--secret", "AIRLOCK_TEST_MISSING_VAR@api.example", "--"],
+        vec!["--allow", "bad host name!", "--"],
+        vec!["--resolve", "nonsense", "--"],
+        vec!["--no-such-flag", "--"],
+        vec!["--jail", "nonsense", "--"],
+    ];
+    for case in cases {
+        let mut args = case.clone();
+        args.extend_from_slice(&touch);
+        let output = home.run(&args);
+        assert_eq!(code(&output), 125, "{case:?}: {}", output.stderr);
+        assert!(!marker.exists(), "{case:?}: the command ran");
+        assert!(!output.stderr.is_empty(), "{case:?}: no explanation");
+    }
+}
+
+#[test]
+fn the_command_sees_surrogates_ca_trust_and_no_ca_key() {
+    if !namespaces_available("the_command_sees_surrogates_ca_trust_and_no_ca_key") {
+        return;
+    }
+    let home = RunHome::new();
+    let real = "ghp_RealSecretValue0123456789abcdefghijkl";
+    let script = "echo \"TOKEN=$GH_TOKEN\"; echo \"COPY=$COPY_OF_TOKEN\"; \
+                  echo \"AIRLOCK=$AIRLOCK\"; echo \"CA=$SSL_CERT_FILE\"; \
+                  echo \"NODE=$NODE_EXTRA_CA_CERTS\"; \
+                  if cat \"$AIRLOCK_HOME/ca-key.pem\" 2>/dev/null | grep -q KEY; then echo KEY=readable; else echo KEY=hidden; fi; \
+                  grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\"; \
+                  env | grep -c -e \"$REAL\" || true; \
+                  cat /proc/1/comm";
+    let output = home.run_with_env(
+        &[
+            "--secret",
+            "GH_TOKEN@api.github.com",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        &[("GH_TOKEN", real), ("COPY_OF_TOKEN", real), ("REAL", real)],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(code(&output), 0, "{stdout}\n{}", output.stderr);
+    assert!(
+        !stdout.contains(real),
+        "a real secret reached the command: {stdout}"
+    );
+    let token = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKEN="))
+        .expect("TOKEN line");
+    assert_eq!(
+        token.len(),
+        real.len(),
+        "surrogate keeps the length: {token}"
+    );
+    assert!(
+        token.starts_with("ghp_"),
+        "surrogate keeps the prefix: {token}"
+    );
+    assert!(
+        stdout.contains("COPY=\n"),
+        "a copy of the real value is removed: {stdout}"
+    );
+    assert!(stdout.contains("AIRLOCK=1"), "{stdout}");
+    assert!(
+        stdout.contains("KEY=hidden"),
+        "the CA key must be hidden: {stdout}"
+    );
+    let bundle = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("CA="))
+        .expect("CA line");
+    assert!(!bundle.is_empty(), "SSL_CERT_FILE must be set: {stdout}");
+    assert!(stdout.contains(&format!("NODE={bundle}")), "{stdout}");
+    let certificates: usize = stdout
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .expect("certificate count");
+    assert!(
+        certificates >= 1,
+        "the bundle holds the airlock CA: {stdout}"
+    );
+    let init = stdout.lines().last().unwrap_or_default();
+    assert_ne!(
+        init, "systemd",
+        "/proc/1 inside must be the jail's init: {stdout}"
+    );
+    assert_ne!(
+        init, "init",
+        "/proc/1 inside must be the jail's init: {stdout}"
+    );
+}
+
+#[test]
+fn env_mode_is_announced_as_advisory() {
+    let home = RunHome::new();
+    let output = home.run(&[
+        "--jail",
+        "env",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$HTTPS_PROXY|$NO_PROXY\"",
+    ]);
+    assert_eq!(code(&output), 0, "{}", output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("http://127.0.0.1:"), "{stdout}");
+    assert!(stdout.trim_end().ends_with('|'), "no NO_PROXY: {stdout}");
+    assert!(output.stderr.contains("advisory"), "{}", output.stderr);
+    assert!(output.stderr.contains("bypass"), "{}", output.stderr);
+}
+
+#[test]
+fn sigterm_reaches_the_command() {
+    if !namespaces_available("sigterm_reaches_the_command") {
+        return;
+    }
+    let home = RunHome::new();
+    let ready = home.scratch().join("ready");
+    let script = format!(
+        "trap 'exit 42' TERM; touch {}; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exit 3",
+        ready.display()
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--", "sh", "-c", &script])
+        .env("AIRLOCK_HOME", home.airlock_home())
+        .current_dir(home.scratch())
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn airlock run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ready.exists(), "the command never started");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let mut status = None;
+    while status.is_none() && std::time::Instant::now() < deadline {
+        status = child.try_wait().expect("wait airlock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("airlock run did not exit after SIGTERM");
+    };
+    assert_eq!(
+        status.code(),
+        Some(42),
+        "SIGTERM must reach the command's trap"
+    );
+}

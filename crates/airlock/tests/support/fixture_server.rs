@@ -1,0 +1,141 @@
+//! Test servers run as python3 subprocesses from tests/fixtures/: a smart-HTTP git server
+//! over TLS (`git http-backend` as CGI) with a bare repository to serve, and a WebSocket
+//! echo server over TLS. Each prints its port on stdout and one `HIT ...` line per request
+//! on stderr, which is counted.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use super::clients::{BoundedOutput, git};
+use super::pki::TestPki;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+
+/// A fixture server subprocess; killed and reaped on drop.
+pub struct FixtureServer {
+    child: Child,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl FixtureServer {
+    /// Starts the git server for the repositories under `project_root`.
+    pub fn git(pki: &TestPki, project_root: &Path) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}git_https_server.py"))
+            .arg(project_root)
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key);
+        FixtureServer::start(command)
+    }
+
+    /// Starts the WebSocket echo server.
+    pub fn websocket(pki: &TestPki) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}ws_echo_server.py"))
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key);
+        FixtureServer::start(command)
+    }
+
+    fn start(mut command: Command) -> FixtureServer {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn fixture server");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (sender, receiver) = mpsc::channel();
+        thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&hits);
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("HIT ") {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    eprintln!("fixture server: {line}");
+                }
+            }
+        });
+        let port_line = receiver.recv_timeout(Duration::from_secs(15));
+        let port = port_line
+            .ok()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("fixture server did not print its port");
+            });
+        FixtureServer { child, port, hits }
+    }
+
+    /// Requests received so far.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FixtureServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn must(output: BoundedOutput, what: &str) {
+    assert!(
+        output.status.is_some_and(|s| s.success()),
+        "{what} failed: {}",
+        output.stderr
+    );
+}
+
+/// Creates `root/repo.git` (bare) with two committed files; returns the files.
+pub fn make_repository(root: &Path, scratch: &Path) -> Vec<(&'static str, String)> {
+    let files = vec![
+        ("README.md", "# airlock git test\n".to_string()),
+        ("src/data.txt", "line\n".repeat(5000)),
+    ];
+    let source = scratch.join("source");
+    std::fs::create_dir_all(source.join("src")).expect("mkdir source");
+    for (name, content) in &files {
+        std::fs::write(source.join(name), content).expect("write file");
+    }
+    must(git(&source, &["init", "-q", "-b", "main"]), "git init");
+    must(git(&source, &["add", "."]), "git add");
+    must(
+        git(&source, &["commit", "-q", "-m", "initial"]),
+        "git commit",
+    );
+    let bare = root.join("repo.git");
+    must(
+        git(
+            scratch,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                source.to_str().expect("utf-8 path"),
+                bare.to_str().expect("utf-8 path"),
+            ],
+        ),
+        "git clone --bare",
+    );
+    files
+}

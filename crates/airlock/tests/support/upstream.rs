@@ -1,0 +1,254 @@
+//! In-process upstream servers on 127.0.0.1:0: TLS (h2 and http/1.1 by ALPN) or plain
+//! HTTP. Every accepted connection and every request is counted and recorded, so tests can
+//! assert that a refused request never reached the upstream.
+//!
+//! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; every other path echoes the
+//! request as JSON: `{method, version, path, query, authority, headers: [[name, value]...],
+//! body_len, body}` (`path` and `query` exactly as received; `body` only when UTF-8 and at
+//! most 64 KiB).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use super::pki::TestPki;
+
+/// The largest `/bytes/N` or request body the upstream handles.
+const MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Bodies up to this size are echoed back as text.
+const ECHO_BODY_LIMIT: usize = 64 * 1024;
+
+/// Deterministic content of `/bytes/N`.
+pub fn pattern_bytes(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// One request as the upstream received it.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    /// Request method.
+    pub method: String,
+    /// Path and query exactly as received.
+    pub target: String,
+    /// `Host` header, or the `:authority` for h2.
+    pub authority: String,
+    /// Header name/value pairs in received order.
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Default)]
+struct Record {
+    connections: AtomicUsize,
+    hits: Mutex<Vec<Hit>>,
+}
+
+/// A running upstream server; stops when dropped.
+pub struct Upstream {
+    runtime: Option<tokio::runtime::Runtime>,
+    addr: SocketAddr,
+    record: Arc<Record>,
+}
+
+impl Upstream {
+    /// Starts a TLS upstream offering h2 and http/1.1.
+    pub fn tls(pki: &TestPki) -> Upstream {
+        Upstream::start(Some(pki.upstream_server_config(&[b"h2", b"http/1.1"])))
+    }
+
+    /// Starts a plain-HTTP upstream (http/1.1 and h2 prior knowledge).
+    pub fn plain() -> Upstream {
+        Upstream::start(None)
+    }
+
+    fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("upstream runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("bind upstream");
+        let addr = listener.local_addr().expect("upstream addr");
+        let record = Arc::new(Record::default());
+        let accept_record = Arc::clone(&record);
+        runtime.spawn(accept_loop(listener, tls, accept_record));
+        Upstream {
+            runtime: Some(runtime),
+            addr,
+            record,
+        }
+    }
+
+    /// The port the upstream listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.record.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests received so far.
+    pub fn hits(&self) -> Vec<Hit> {
+        self.record.hits.lock().expect("hits lock").clone()
+    }
+
+    /// Number of requests received so far.
+    pub fn hit_count(&self) -> usize {
+        self.record.hits.lock().expect("hits lock").len()
+    }
+
+    /// Asserts nothing reached this upstream: no request and no TCP connection.
+    pub fn assert_untouched(&self, what: &str) {
+        assert_eq!(
+            self.hit_count(),
+            0,
+            "{what}: a refused request reached the upstream: {:?}",
+            self.hits()
+        );
+        assert_eq!(
+            self.connections(),
+            0,
+            "{what}: the proxy opened a connection to the upstream for a refused destination"
+        );
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    record: Arc<Record>,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        record.connections.fetch_add(1, Ordering::SeqCst);
+        let record = Arc::clone(&record);
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let record = Arc::clone(&record);
+                async move { Ok::<_, Infallible>(handle(req, &record).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            match acceptor {
+                Some(acceptor) => {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let _ = builder
+                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                        .await;
+                }
+                None => {
+                    let _ = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .await;
+                }
+            }
+        });
+    }
+}
+
+async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(hyper::header::HOST)
+                .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        })
+        .unwrap_or_default();
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    record.hits.lock().expect("hits lock").push(Hit {
+        method: parts.method.as_str().to_string(),
+        target: target.clone(),
+        authority: authority.clone(),
+        headers: headers.clone(),
+    });
+
+    let body = match Limited::new(body, MAX_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return status_response(StatusCode::BAD_REQUEST, "body unreadable"),
+    };
+
+    let path = parts.uri.path();
+    if let Some(count) = path.strip_prefix("/bytes/") {
+        return match count.parse::<usize>() {
+            Ok(n) if n <= MAX_BYTES => Response::builder()
+                .header("content-type", "application/octet-stream")
+                .header("x-upstream", "bytes")
+                .body(Full::new(Bytes::from(pattern_bytes(n))))
+                .expect("bytes response"),
+            _ => status_response(StatusCode::BAD_REQUEST, "bad count"),
+        };
+    }
+
+    let echoed_body = if body.len() <= ECHO_BODY_LIMIT {
+        std::str::from_utf8(&body).ok().map(str::to_string)
+    } else {
+        None
+    };
+    let echo: Value = json!({
+        "method": parts.method.as_str(),
+        "version": format!("{:?}", parts.version),
+        "path": path,
+        "query": parts.uri.query(),
+        "authority": authority,
+        "headers": headers.iter().map(|(n, v)| vec![n.clone(), v.clone()]).collect::<Vec<_>>(),
+        "body_len": body.len(),
+        "body": echoed_body,
+    });
+    Response::builder()
+        .header("content-type", "application/json")
+        .header("x-upstream", "echo")
+        .body(Full::new(Bytes::from(echo.to_string())))
+        .expect("echo response")
+}
+
+fn status_response(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::from_static(text.as_bytes())))
+        .expect("status response")
+}
