@@ -20,7 +20,7 @@ use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-pub use redact::{Redactor, Scrubber};
+pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 
 /// Headers checked for foreign credentials when a secret lists no `headers`.

@@ -86,6 +86,8 @@ struct ScrubInner {
     /// The surrogate form per pattern of `matcher`.
     replacements: Vec<Vec<u8>>,
     longest: usize,
+    /// Every replacement has the length of what it replaces.
+    preserves_length: bool,
 }
 
 impl fmt::Debug for Scrubber {
@@ -122,6 +124,10 @@ impl Scrubber {
             return Ok(Scrubber { inner: None });
         }
         let longest = patterns.iter().map(String::len).max().unwrap_or(0);
+        let preserves_length = patterns
+            .iter()
+            .zip(&replacements)
+            .all(|(from, to)| from.len() == to.len());
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
             .build(&patterns)?;
@@ -130,6 +136,7 @@ impl Scrubber {
                 matcher,
                 replacements,
                 longest,
+                preserves_length,
             })),
         })
     }
@@ -150,6 +157,67 @@ impl Scrubber {
     /// from the end of a chunk to catch a value split across chunks.
     pub fn longest_form(&self) -> usize {
         self.inner.as_ref().map_or(0, |inner| inner.longest)
+    }
+
+    /// Whether there is anything to scrub at all (some secret is configured).
+    pub fn is_active(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Whether scrubbing never changes the length of the data (true unless a fixed
+    /// surrogate differs in length from its real value); when false, a scrubbed body's
+    /// `Content-Length` no longer holds.
+    pub fn preserves_length(&self) -> bool {
+        self.inner.as_ref().is_none_or(|inner| inner.preserves_length)
+    }
+
+    /// A scrubber for a body that arrives in chunks: a real value split across chunk
+    /// borders is still replaced.
+    pub fn stream(&self) -> ScrubStream {
+        ScrubStream {
+            scrubber: self.clone(),
+            carry: Vec::new(),
+        }
+    }
+}
+
+/// Scrubs a body chunk by chunk ([`Scrubber::stream`]). Holds back at most the longest
+/// form minus one byte between chunks, so the output is exactly what [`Scrubber::scrub`]
+/// gives on the whole body.
+pub struct ScrubStream {
+    scrubber: Scrubber,
+    carry: Vec<u8>,
+}
+
+impl ScrubStream {
+    /// Takes the next chunk; returns what can be released now.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let Some(inner) = self.scrubber.inner.clone() else {
+            return chunk.to_vec();
+        };
+        let mut pending = std::mem::take(&mut self.carry);
+        pending.extend_from_slice(chunk);
+        let mut out = Vec::with_capacity(pending.len());
+        let mut done = 0;
+        for found in inner.matcher.find_iter(&pending) {
+            // A match that more data could still lengthen is decided on the next chunk.
+            if found.start() + inner.longest > pending.len() {
+                break;
+            }
+            out.extend_from_slice(&pending[done..found.start()]);
+            out.extend_from_slice(&inner.replacements[found.pattern().as_usize()]);
+            done = found.end();
+        }
+        let hold_from = done.max(pending.len().saturating_sub(inner.longest - 1));
+        out.extend_from_slice(&pending[done..hold_from]);
+        self.carry = pending.split_off(hold_from);
+        out
+    }
+
+    /// Ends the body: releases what was held back, scrubbed.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let carry = std::mem::take(&mut self.carry);
+        self.scrubber.scrub(&carry).into_owned()
     }
 }
 
@@ -213,6 +281,7 @@ fn base64_fragments(bytes: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use base64::engine::general_purpose::STANDARD;
+    use proptest::prelude::*;
 
     use super::*;
 
@@ -304,5 +373,51 @@ mod tests {
         ));
         let empty = Redactor::new([]).expect("redactor");
         assert!(matches!(empty.redact("x"), Cow::Borrowed("x")));
+    }
+
+    fn scrubber() -> Scrubber {
+        Scrubber::new([(REAL, "ghp_Surr/Surrog+Xyzwv\"17"), ("short", "fixed-longer")])
+            .expect("scrubber")
+    }
+
+    #[test]
+    fn a_value_split_across_chunks_is_scrubbed() {
+        let body = format!("{{\"token\":\"{REAL}\"}}");
+        let (a, b) = body.as_bytes().split_at(15);
+        let mut stream = scrubber().stream();
+        let mut out = stream.push(a);
+        out.extend(stream.push(b));
+        out.extend(stream.finish());
+        assert!(!String::from_utf8_lossy(&out).contains("R3al"));
+        assert_eq!(out, scrubber().scrub(body.as_bytes()).into_owned());
+    }
+
+    #[test]
+    fn length_preservation_is_reported() {
+        assert!(!scrubber().preserves_length());
+        let equal = Scrubber::new([("abcdef", "uvwxyz")]).expect("scrubber");
+        assert!(equal.preserves_length());
+    }
+
+    proptest! {
+        #[test]
+        fn streaming_equals_scrubbing_the_whole(
+            filler in proptest::collection::vec(prop_oneof![Just("x"), Just(REAL), Just("short"), Just("ghp_"), Just("sh")], 0..12),
+            cuts in proptest::collection::vec(0usize..200, 0..6),
+        ) {
+            let body: Vec<u8> = filler.concat().into_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.sort_unstable();
+            let mut stream = scrubber().stream();
+            let mut out = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                out.extend(stream.push(&body[from..cut]));
+                from = cut;
+            }
+            out.extend(stream.push(&body[from..]));
+            out.extend(stream.finish());
+            prop_assert_eq!(out, scrubber().scrub(&body).into_owned());
+        }
     }
 }

@@ -23,7 +23,7 @@ pub mod net;
 pub mod rule;
 
 pub use canonical::{CanonicalRequest, Host};
-pub use decision::{Decision, Reason, Verdict};
+pub use decision::{Decision, Explanation, Reason, Verdict};
 pub use load::{LoadError, Located};
 pub use matcher::CompiledPolicy;
 pub use model::Policy;

@@ -1,13 +1,16 @@
 //! The body types of the data plane: [`ProxyBody`] is what the proxy answers with (a
 //! refusal built in memory, or the upstream's streamed body whose end writes the audit
 //! line), and [`UploadBody`] is the client's streamed request body on its way upstream,
-//! counting bytes for the audit line. Neither buffers: frames pass as they come.
+//! counting bytes for the audit line. Neither buffers: frames pass as they come (a
+//! response from a secret's host is scrubbed on the way, holding back at most the longest
+//! encoded real value minus one byte between frames).
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
+use airlock_credentials::ScrubStream;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -27,6 +30,7 @@ enum Kind {
     Upstream {
         inner: Incoming,
         exchange: Option<Exchange>,
+        scrub: Option<ScrubStream>,
     },
 }
 
@@ -52,6 +56,19 @@ impl ProxyBody {
             kind: Kind::Upstream {
                 inner,
                 exchange: Some(exchange),
+                scrub: None,
+            },
+        }
+    }
+
+    /// The upstream's body, streamed through `scrub` (real secret values become their
+    /// surrogates), audited as [`ProxyBody::upstream`] is.
+    pub fn scrubbed(inner: Incoming, exchange: Exchange, scrub: ScrubStream) -> Self {
+        ProxyBody {
+            kind: Kind::Upstream {
+                inner,
+                exchange: Some(exchange),
+                scrub: Some(scrub),
             },
         }
     }
@@ -67,8 +84,35 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Upstream { inner, exchange } => {
-                let polled = Pin::new(inner).poll_frame(cx);
+            Kind::Upstream {
+                inner,
+                exchange,
+                scrub,
+            } => loop {
+                let polled = Pin::new(&mut *inner).poll_frame(cx);
+                let polled = match (polled, scrub.as_mut()) {
+                    (Poll::Ready(Some(Ok(frame))), Some(stream)) => match frame.into_data() {
+                        Ok(data) => {
+                            let clean = stream.push(&data);
+                            if clean.is_empty() {
+                                continue;
+                            }
+                            Poll::Ready(Some(Ok(Frame::data(Bytes::from(clean)))))
+                        }
+                        Err(frame) => Poll::Ready(Some(Ok(frame))),
+                    },
+                    (Poll::Ready(None), Some(stream)) => {
+                        let rest = stream.finish();
+                        *scrub = None;
+                        if rest.is_empty() {
+                            Poll::Ready(None)
+                        } else {
+                            // The end is seen again on the next poll.
+                            Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))))
+                        }
+                    }
+                    (polled, _) => polled,
+                };
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
                         if let (Some(data), Some(exchange)) = (frame.data_ref(), exchange.as_mut())
@@ -82,22 +126,27 @@ impl Body for ProxyBody {
                     }
                     Poll::Pending => {}
                 }
-                polled
-            }
+                return polled;
+            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Full(bytes) => bytes.is_none(),
-            Kind::Upstream { inner, .. } => inner.is_end_stream(),
+            Kind::Upstream { inner, scrub, .. } => scrub.is_none() && inner.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Upstream { inner, .. } => inner.size_hint(),
+            Kind::Upstream {
+                inner,
+                scrub: None,
+                ..
+            } => inner.size_hint(),
+            Kind::Upstream { .. } => SizeHint::default(),
         }
     }
 }

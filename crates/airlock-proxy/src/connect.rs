@@ -12,8 +12,9 @@ use hyper::body::Incoming;
 
 use crate::body::ProxyBody;
 use crate::config::TunnelRefusal;
+use crate::forward::malformed;
 use crate::record::{Line, LineKind};
-use crate::refusal::{self, Refused};
+use crate::refusal::Refused;
 use crate::server::ConnContext;
 use crate::tunnel;
 
@@ -23,14 +24,16 @@ pub(crate) fn handle(
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let Some(authority) = request.uri().authority().map(|a| a.as_str().to_owned()) else {
-        return refusal::bad_request("CONNECT needs a host:port target");
+        return malformed(context, &request, "CONNECT needs a host:port target");
     };
     if authority.contains('@') {
-        return refusal::bad_request("CONNECT target carries user information");
+        return malformed(context, &request, "CONNECT target carries user information");
     }
     let (host, port) = match parse_authority(&authority, 0) {
         Ok(target) => target,
-        Err(_) => return refusal::bad_request("CONNECT target is not a valid host:port"),
+        Err(_) => {
+            return malformed(context, &request, "CONNECT target is not a valid host:port");
+        }
     };
     let shared = &context.shared;
     let tunnel = shared.policy.load().decide_tunnel(&host, port);

@@ -5,6 +5,7 @@
 //! pooling client and its response streamed back, the audit line being written when the
 //! response body ends.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -47,15 +48,29 @@ pub(crate) async fn serve(
         return Ok(match context.origin {
             Origin::Direct => connect::handle(&context, request),
             Origin::Tunnel { .. } => {
-                refusal::bad_request("CONNECT inside a tunnel is not supported")
+                malformed(&context, &request, "CONNECT inside a tunnel is not supported")
             }
         });
+    }
+    if request.headers().contains_key(header::TRANSFER_ENCODING)
+        && context
+            .head_tap
+            .as_ref()
+            .is_some_and(|tap| tap.declared_length(request.method(), request.uri()))
+    {
+        return Ok(malformed(
+            &context,
+            &request,
+            "the request has both Content-Length and Transfer-Encoding",
+        ));
     }
     let started = Instant::now();
     let destination = match identity::destination(&context.origin, request.uri(), request.headers())
     {
         Ok(destination) => destination,
-        Err(IdentityError::Malformed(message)) => return Ok(refusal::bad_request(message)),
+        Err(IdentityError::Malformed(message)) => {
+            return Ok(malformed(&context, &request, message));
+        }
         Err(IdentityError::Mismatch { host }) => {
             let path = request.uri().path().to_owned();
             let port = match &context.origin {
@@ -118,13 +133,13 @@ pub(crate) async fn serve(
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     let mut path_and_query = path_and_query;
-    let secrets = match swap_credentials(
+    let (secrets, scrub) = match swap_credentials(
         &context,
         &destination,
         &mut path_and_query,
         &mut parts.headers,
     ) {
-        Ok(secrets) => secrets,
+        Ok(swapped) => swapped,
         Err(reason) => {
             let response = refuse(
                 &context,
@@ -150,9 +165,13 @@ pub(crate) async fn serve(
     line.secrets = secrets;
 
     let Some(uri) = upstream_uri(&destination, &path_and_query) else {
-        return Ok(refusal::bad_request(
-            "the request target cannot be forwarded",
-        ));
+        let response = refusal::bad_request("the request target cannot be forwarded");
+        line.allowed = false;
+        line.rule = None;
+        line.malformed = true;
+        line.status = Some(response.status().as_u16());
+        line.write(&shared.audit);
+        return Ok(response);
     };
     let sent = Arc::new(AtomicU64::new(0));
     parts.uri = uri;
@@ -182,9 +201,40 @@ pub(crate) async fn serve(
     }
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
+    if !scrub {
+        return Ok(Response::from_parts(
+            parts,
+            ProxyBody::upstream(body, exchange),
+        ));
+    }
+    let scrubber = shared.credentials.scrubber();
+    if parts
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        // Asked for identity and got something else: it cannot be scrubbed, so it is not
+        // passed on.
+        exchange.set_status(502);
+        return Ok(refusal::bad_gateway(
+            "the upstream sent a compressed response from a secret's host although airlock \
+             asked for identity encoding; it cannot be scrubbed of the real credential, so \
+             it is not passed on",
+        ));
+    }
+    for value in parts.headers.values_mut() {
+        if let Cow::Owned(clean) = scrubber.scrub(value.as_bytes())
+            && let Ok(clean) = HeaderValue::from_bytes(&clean)
+        {
+            *value = clean;
+        }
+    }
+    if !scrubber.preserves_length() {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
     Ok(Response::from_parts(
         parts,
-        ProxyBody::upstream(body, exchange),
+        ProxyBody::scrubbed(body, exchange, scrubber.stream()),
     ))
 }
 
@@ -244,18 +294,56 @@ fn refuse(
     response
 }
 
+/// Answers a malformed request with 400 (the connection closes after it) and logs it with
+/// the best destination the connection knows.
+pub(crate) fn malformed<B>(context: &ConnContext, request: &Request<B>, message: &str) -> Response<ProxyBody> {
+    let response = refusal::bad_request(message);
+    let (host, port) = match &context.origin {
+        Origin::Tunnel { host, port, .. } => (host.to_string(), *port),
+        Origin::Direct => (
+            request.uri().host().unwrap_or_default().to_owned(),
+            request.uri().port_u16().unwrap_or(80),
+        ),
+    };
+    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    line.malformed = true;
+    line.method = Some(request.method().as_str().to_owned());
+    line.status = Some(response.status().as_u16());
+    line.write(&context.shared.audit);
+    response
+}
+
+/// Logs a request hyper's parser refused before the service saw it (bad framing, two
+/// differing `Content-Length`s, an oversize head): hyper has answered it with a 4xx and
+/// closed the connection.
+pub(crate) fn log_parse_error(context: &ConnContext, error: &hyper::Error) {
+    if !(error.is_parse() || error.is_parse_too_large()) {
+        return;
+    }
+    let (host, port) = match &context.origin {
+        Origin::Tunnel { host, port, .. } => (host.to_string(), *port),
+        Origin::Direct => (String::new(), 0),
+    };
+    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    line.malformed = true;
+    line.status = Some(if error.is_parse_too_large() { 431 } else { 400 });
+    line.write(&context.shared.audit);
+}
+
 /// Swaps surrogates for real values in the headers (and, for `body: true` secrets, the
 /// query) of a request to `destination`, and trips on surrogates of other secrets in the
-/// headers, path or query; returns the names swapped.
+/// headers, path or query. Returns the names swapped, and whether the destination is a
+/// secret's host — then the request asks for an identity-encoded response, and the
+/// response is scrubbed of real values.
 fn swap_credentials(
     context: &ConnContext,
     destination: &Destination,
     path_and_query: &mut String,
     headers: &mut HeaderMap,
-) -> Result<Vec<String>, Reason> {
+) -> Result<(Vec<String>, bool), Reason> {
     let policy = context.shared.policy.load();
     if policy.policy().secrets.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     }
     let in_scope: Vec<&str> = policy
         .secrets_for_host(&destination.host)
@@ -277,7 +365,14 @@ fn swap_credentials(
             }
         }
     }
-    Ok(swapped)
+    let scrub = !in_scope.is_empty();
+    if scrub {
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+    }
+    Ok((swapped, scrub))
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

@@ -15,15 +15,18 @@ pub mod ca;
 pub mod config;
 mod connect;
 mod forward;
+mod head_tap;
 pub mod identity;
 pub mod record;
 pub mod refusal;
 pub mod relay;
 pub mod rewind;
 mod server;
+pub mod transparent;
 mod tunnel;
 pub mod upstream;
 mod websocket;
 
 pub use config::{Limits, ProxyConfig, TunnelRefusal};
 pub use server::{Proxy, SetupError};
+pub use transparent::NameLookup;

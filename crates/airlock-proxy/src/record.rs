@@ -39,6 +39,8 @@ pub struct Line {
     pub rule: Option<String>,
     /// Why it was refused.
     pub reason: Option<Reason>,
+    /// The request was malformed and answered 400: logged with reason `bad_request`.
+    pub malformed: bool,
     /// The request method (HTTP and WebSocket lines).
     pub method: Option<String>,
     /// `http` or `https` (HTTP and WebSocket lines).
@@ -73,6 +75,7 @@ impl Line {
             allowed: false,
             rule: None,
             reason: None,
+            malformed: false,
             method: None,
             scheme: None,
             host,
@@ -104,7 +107,10 @@ impl Line {
             kind,
             decision,
             rule: self.rule,
-            reason: self.reason.map(Reason::as_str),
+            reason: self
+                .reason
+                .map(Reason::as_str)
+                .or(self.malformed.then_some("bad_request")),
             method: self.method,
             scheme: self.scheme,
             host: Some(self.host),

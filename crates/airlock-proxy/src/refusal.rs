@@ -5,7 +5,7 @@
 //! Every body here is built from the canonical request the policy saw; none of it ever
 //! contains a header value, so a secret cannot leak through a refusal.
 
-use airlock_policy::Reason;
+use airlock_policy::{Explanation, Reason};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde::Serialize;
@@ -49,87 +49,15 @@ struct ErrorBody<'a> {
 }
 
 impl Refused<'_> {
-    /// The human explanation of this refusal (`message` in the body).
-    pub fn message(&self) -> String {
-        let Refused {
-            host, method, path, ..
-        } = *self;
-        let path = path.unwrap_or("/");
-        match self.reason {
-            Reason::HostNotAllowed => format!("{host} is not in the allowlist"),
-            Reason::MethodNotAllowed => format!("{method} is not allowed on {host}"),
-            Reason::PathNotAllowed => format!("{method} {path} is not allowed on {host}"),
-            Reason::DeniedByRule => match self.rule {
-                Some(rule) => format!("{host} is refused by the deny rule {rule}"),
-                None => format!("{host} is refused by a deny rule"),
-            },
-            Reason::PrivateAddress => {
-                format!("{host} resolves to a private or local address")
-            }
-            Reason::HostMismatch => format!(
-                "the CONNECT target, TLS server name and Host header of this request do not all name {host}"
-            ),
-            Reason::PathUnsafe => {
-                "the path hides `..`, a backslash, a NUL or an encoded slash".to_string()
-            }
-            Reason::SecretOutOfScope => format!(
-                "the request carries a credential surrogate that must not be sent to {host}"
-            ),
-            Reason::ForeignCredential => format!(
-                "the request carries a credential for {host} that is not airlock's surrogate"
-            ),
-            Reason::BodyUninspectable => {
-                "the request body could not be inspected as the policy requires".to_string()
-            }
-            Reason::McpToolDenied => "the MCP tool call is denied by policy".to_string(),
-        }
-    }
-
-    /// What the operator could change to allow it (`hint` in the body).
-    pub fn hint(&self) -> String {
-        let Refused {
-            host, method, path, ..
-        } = *self;
-        let path = path.unwrap_or("/");
-        let rule = self.rule.unwrap_or("the rule");
-        match self.reason {
-            Reason::HostNotAllowed => {
-                format!("add `- host: {host}` under network.allow in airlock.yaml")
-            }
-            Reason::MethodNotAllowed => {
-                format!("add {method} to the methods of {rule} for {host} in airlock.yaml")
-            }
-            Reason::PathNotAllowed => {
-                format!("add a path glob matching {path} to the paths of {rule} for {host}")
-            }
-            Reason::DeniedByRule => format!("remove or narrow {rule} in airlock.yaml"),
-            Reason::PrivateAddress => format!(
-                "if {host} is meant to be reached, name its address with a `cidr` allow rule or `--resolve {host}:ADDR`"
-            ),
-            Reason::HostMismatch => {
-                "send each request to the host its connection was opened for".to_string()
-            }
-            Reason::PathUnsafe => {
-                "send the path in plain form, without encoded slashes or dot segments".to_string()
-            }
-            Reason::SecretOutOfScope => format!(
-                "add {host} to the secret's hosts in airlock.yaml if it should receive that credential"
-            ),
-            Reason::ForeignCredential => {
-                "use the surrogate from the environment instead of another credential".to_string()
-            }
-            Reason::BodyUninspectable => {
-                "send the body uncompressed (identity encoding) and within the size limit"
-                    .to_string()
-            }
-            Reason::McpToolDenied => {
-                "allow the tool under mcp[].tools.allow in airlock.yaml".to_string()
-            }
-        }
+    /// The message and hint of this refusal: the same text `airlock policy explain` gives.
+    pub fn explanation(&self) -> Explanation {
+        self.reason
+            .explain(self.method, self.host, self.path.unwrap_or("/"), self.rule)
     }
 
     /// The JSON 403 response of PRODUCT.md §4.
     pub fn response(&self) -> Response<ProxyBody> {
+        let Explanation { message, hint } = self.explanation();
         let body = DenyBody {
             error: "blocked_by_policy",
             reason: self.reason.as_str(),
@@ -137,8 +65,8 @@ impl Refused<'_> {
             host: self.host,
             path: self.path,
             rule: self.rule,
-            message: self.message(),
-            hint: self.hint(),
+            message,
+            hint,
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         json_response(StatusCode::FORBIDDEN, json, true)
@@ -250,8 +178,9 @@ mod tests {
                 path: Some("/p"),
                 rule: Some("network.allow[0]"),
             };
-            assert!(!refused.message().is_empty());
-            assert!(!refused.hint().is_empty());
+            let explanation = refused.explanation();
+            assert!(!explanation.message.is_empty());
+            assert!(!explanation.hint.is_empty());
         }
     }
 }

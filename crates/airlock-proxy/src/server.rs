@@ -23,6 +23,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use crate::ca::CertificateAuthority;
 use crate::config::{Limits, ProxyConfig, TunnelRefusal};
 use crate::forward;
+use crate::head_tap::HeadTap;
+use crate::transparent::{self, NameLookup};
 use crate::identity::Origin;
 use crate::upstream::{Upstream, UpstreamClient, UpstreamSetupError};
 
@@ -71,18 +73,22 @@ pub(crate) struct ConnContext {
     pub(crate) shared: Arc<Shared>,
     pub(crate) origin: Origin,
     pub(crate) id: u64,
+    /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
+    pub(crate) head_tap: Option<HeadTap>,
     /// Held while anything serves this connection (tunnels included), so that the cap and
     /// the drain on shutdown count it.
     pub(crate) _permit: Arc<OwnedSemaphorePermit>,
 }
 
 impl ConnContext {
-    /// The same connection, now known to be a tunnel to `origin`.
+    /// The same connection, now known to be a tunnel to `origin` (whose HTTP layer, if
+    /// any, sets its own head tap).
     pub(crate) fn with_origin(&self, origin: Origin) -> ConnContext {
         ConnContext {
             shared: self.shared.clone(),
             origin,
             id: self.id,
+            head_tap: None,
             _permit: self._permit.clone(),
         }
     }
@@ -168,24 +174,67 @@ impl Proxy {
         &self.shared.policy
     }
 
-    /// Serves `listener` until `shutdown` completes; then stops accepting, gives in-flight
-    /// connections the drain timeout to finish and flushes the audit log.
+    /// Serves `listener` (explicit proxy: absolute-form requests and CONNECT) until
+    /// `shutdown` completes; then stops accepting, gives in-flight connections the drain
+    /// timeout to finish and flushes the audit log.
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => self.accept(stream, peer),
-                    Err(e) => {
-                        // Usually EMFILE: back off briefly instead of spinning.
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok((stream, peer)) => {
+                        if let Some(context) = self.admit(&stream, peer, Some(HeadTap::default())) {
+                            tokio::spawn(serve_client(context, stream));
+                        }
                     }
+                    Err(e) => accept_failed(e).await,
                 },
             }
         }
         drop(listener);
+        self.drain().await;
+    }
+
+    /// Serves captured connections on `listeners` (transparent mode, see
+    /// [`crate::transparent`]) until `shutdown` completes, then drains as [`Proxy::serve`]
+    /// does. `names` maps the sandbox DNS's addresses back to names.
+    pub async fn serve_transparent(
+        self,
+        listeners: Vec<TcpListener>,
+        names: NameLookup,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let proxy = Arc::new(self);
+        let mut accepting = tokio::task::JoinSet::new();
+        for listener in listeners {
+            let proxy = proxy.clone();
+            let names = names.clone();
+            accepting.spawn(async move {
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, peer)) => {
+                            if let Some(context) = proxy.admit(&stream, peer, None) {
+                                tokio::spawn(transparent::serve(context, stream, names.clone()));
+                            }
+                        }
+                        Err(e) => accept_failed(e).await,
+                    }
+                }
+            });
+        }
+        shutdown.await;
+        accepting.abort_all();
+        while accepting.join_next().await.is_some() {}
+        match Arc::try_unwrap(proxy) {
+            Ok(proxy) => proxy.drain().await,
+            Err(_) => tracing::warn!("transparent listeners still held at shutdown"),
+        }
+    }
+
+    /// Tells every connection to finish, waits up to the drain timeout for them and
+    /// flushes the audit log.
+    async fn drain(self) {
         let _ = self.shutdown.send(true);
         let all = u32::try_from(self.shared.limits.max_connections).unwrap_or(u32::MAX);
         let drained = tokio::time::timeout(
@@ -199,22 +248,35 @@ impl Proxy {
         self.shared.audit.flush();
     }
 
-    fn accept(&self, stream: TcpStream, peer: SocketAddr) {
+    /// Admits an accepted connection under the connection cap (`None`: over the cap, the
+    /// connection is dropped).
+    fn admit(
+        &self,
+        stream: &TcpStream,
+        peer: SocketAddr,
+        head_tap: Option<HeadTap>,
+    ) -> Option<Arc<ConnContext>> {
         let Ok(permit) = self.connections.clone().try_acquire_owned() else {
             tracing::warn!("connection limit reached: closing a connection from {peer}");
-            return;
+            return None;
         };
         let _ = stream.set_nodelay(true);
         let shared = self.shared.clone();
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        let context = Arc::new(ConnContext {
+        Some(Arc::new(ConnContext {
             shared,
             origin: Origin::Direct,
             id,
+            head_tap,
             _permit: Arc::new(permit),
-        });
-        tokio::spawn(serve_client(context, stream));
+        }))
     }
+}
+
+/// Backs off briefly after a failed accept (usually EMFILE) instead of spinning.
+async fn accept_failed(error: std::io::Error) {
+    tracing::warn!("accept failed: {error}");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
 }
 
 /// Completes once the proxy is shutting down.
@@ -227,19 +289,23 @@ pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
 async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let shared = context.shared.clone();
     let mut shutdown = shared.shutdown.clone();
-    let service = service_fn(move |request| forward::serve(context.clone(), request));
+    let io = TokioIo::new(context.head_tap.clone().unwrap_or_default().wrap(stream));
+    let service_context = context.clone();
+    let service = service_fn(move |request| forward::serve(service_context.clone(), request));
     let connection = shared
         .http1
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(io, service)
         .with_upgrades();
     tokio::pin!(connection);
-    tokio::select! {
-        result = &mut connection => {
-            if let Err(e) = result { tracing::debug!("client connection: {e}"); }
-        }
+    let result = tokio::select! {
+        result = &mut connection => result,
         () = stopping(&mut shutdown) => {
             connection.as_mut().graceful_shutdown();
-            if let Err(e) = connection.await { tracing::debug!("client connection: {e}"); }
+            connection.await
         }
+    };
+    if let Err(e) = result {
+        tracing::debug!("client connection: {e}");
+        forward::log_parse_error(&context, &e);
     }
 }

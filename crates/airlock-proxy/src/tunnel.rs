@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::forward;
+use crate::head_tap::{HeadTap, Tapped};
 use crate::identity::Origin;
 use crate::record::{Line, LineKind};
 use crate::relay::relay;
@@ -47,11 +48,11 @@ pub(crate) async fn run(
     let Ok(upgraded) = on_upgrade.await else {
         return;
     };
-    let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
+    let Ok(parts) = upgraded.downcast::<TokioIo<Tapped<TcpStream>>>() else {
         tracing::warn!("tunnel: unexpected connection type after CONNECT");
         return;
     };
-    let stream = parts.io.into_inner();
+    let stream = parts.io.into_inner().into_inner();
     serve(
         context,
         stream,
@@ -276,11 +277,14 @@ async fn tls(
 }
 
 /// Serves HTTP (HTTP/1.1, or h2 when `h2` was negotiated) on a tunnel's stream.
-async fn serve_http<I>(context: ConnContext, io: TokioIo<I>, h2: bool)
+async fn serve_http<I>(mut context: ConnContext, io: TokioIo<I>, h2: bool)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let head_tap = (!h2).then(HeadTap::default);
+    context.head_tap = head_tap.clone();
     let context = Arc::new(context);
+    let log_context = context.clone();
     let shared = context.shared.clone();
     let mut shutdown = shared.shutdown.clone();
     let service = service_fn(move |request| forward::serve(context.clone(), request));
@@ -297,16 +301,19 @@ where
             }
         }
     } else {
+        let io = TokioIo::new(head_tap.unwrap_or_default().wrap(io.into_inner()));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
         tokio::pin!(connection);
-        tokio::select! {
-            result = &mut connection => {
-                if let Err(e) = result { tracing::debug!("tunnel connection: {e}"); }
-            }
+        let result = tokio::select! {
+            result = &mut connection => result,
             () = stopping(&mut shutdown) => {
                 connection.as_mut().graceful_shutdown();
-                let _ = connection.await;
+                connection.await
             }
+        };
+        if let Err(e) = result {
+            tracing::debug!("tunnel connection: {e}");
+            forward::log_parse_error(&log_context, &e);
         }
     }
 }

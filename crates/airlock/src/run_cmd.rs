@@ -736,10 +736,14 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
             }
         }
     }
-    let serving = tokio::spawn(serve_captured_pending(
-        proxy,
+    let lookup_names = names.clone();
+    let name_lookup: airlock_proxy::NameLookup = std::sync::Arc::new(move |address| match address {
+        std::net::IpAddr::V4(v4) => lookup_names.name_for(v4),
+        std::net::IpAddr::V6(_) => None,
+    });
+    let serving = tokio::spawn(proxy.serve_transparent(
         proxy_listeners,
-        names.clone(),
+        name_lookup,
         stop_signal(stopped.clone()),
     ));
 
@@ -799,16 +803,4 @@ async fn until_stopped(
         }
         () = stop => {}
     }
-}
-
-/// Stand-in until the proxy's transparent mode exists: holds the listeners unserved.
-#[cfg(target_os = "linux")]
-async fn serve_captured_pending(
-    proxy: Proxy,
-    listeners: Vec<tokio::net::TcpListener>,
-    names: airlock_dns::NameMap,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    stop.await;
-    drop((proxy, listeners, names));
 }

@@ -1,0 +1,200 @@
+//! The recent bytes of an HTTP/1 client connection, kept for the one smuggling check
+//! hyper cannot make for us: a request that carries both `Content-Length` and
+//! `Transfer-Encoding`. hyper follows RFC 9112 §6.1 and treats such a request as chunked,
+//! drops the `Content-Length` and closes the connection afterwards, which is safe but
+//! leaves no trace of the conflict in the parsed request. PRODUCT.md §4 promises a 400, so
+//! the connection's reads pass through a [`HeadTap`] that keeps the last
+//! [`RECENT_BYTES`] read, and a request that arrives with `Transfer-Encoding` has its own
+//! head re-read from them (with `httparse`, the parser hyper uses) to see whether it also
+//! declared a length.
+//!
+//! The copy is bounded and costs one `memcpy` per read; the re-read happens only for
+//! requests with `Transfer-Encoding`, which agents rarely send.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use http::{Method, Uri};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// How many of the most recent bytes a connection keeps: the largest request head the
+/// proxy accepts (`Limits::max_header_bytes` default) fits.
+pub const RECENT_BYTES: usize = 64 * 1024;
+
+/// The most header fields re-read from a head.
+const MAX_FIELDS: usize = 256;
+
+/// A handle on one connection's recent bytes.
+#[derive(Clone, Default)]
+pub struct HeadTap {
+    recent: Arc<Mutex<Vec<u8>>>,
+}
+
+impl HeadTap {
+    /// `stream`, with every byte read from it also kept by this tap.
+    pub fn wrap<S>(&self, stream: S) -> Tapped<S> {
+        Tapped {
+            inner: stream,
+            tap: self.clone(),
+        }
+    }
+
+    fn keep(&self, data: &[u8]) {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if data.len() >= RECENT_BYTES {
+            recent.clear();
+            recent.extend_from_slice(&data[data.len() - RECENT_BYTES..]);
+            return;
+        }
+        let overflow = (recent.len() + data.len()).saturating_sub(RECENT_BYTES);
+        recent.drain(..overflow);
+        recent.extend_from_slice(data);
+    }
+
+    /// Whether the head of the request `method uri` that was just parsed also declared a
+    /// `Content-Length`. Looks for the first complete head with that request line in the
+    /// recent bytes and forgets everything up to its end, so the next request on the
+    /// connection is looked for after it.
+    pub fn declared_length(&self, method: &Method, uri: &Uri) -> bool {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let target = uri.to_string();
+        let path_and_query = uri.path_and_query().map(|p| p.as_str());
+        let mut start = 0;
+        while start < recent.len() {
+            let line_start = start == 0 || recent[start - 1] == b'\n';
+            if line_start && recent[start..].starts_with(method.as_str().as_bytes()) {
+                let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+                let mut head = httparse::Request::new(&mut fields);
+                if let Ok(httparse::Status::Complete(end)) = head.parse(&recent[start..])
+                    && head.method == Some(method.as_str())
+                    && head
+                        .path
+                        .is_some_and(|p| p == target || Some(p) == path_and_query)
+                {
+                    let declared = head
+                        .headers
+                        .iter()
+                        .any(|h| h.name.eq_ignore_ascii_case("content-length"));
+                    recent.drain(..start + end);
+                    return declared;
+                }
+            }
+            start += 1;
+        }
+        false
+    }
+}
+
+/// A stream whose reads are kept by a [`HeadTap`].
+pub struct Tapped<S> {
+    inner: S,
+    tap: HeadTap,
+}
+
+impl<S> Tapped<S> {
+    /// The stream itself, no longer tapped (after CONNECT the tunnel is not HTTP/1).
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tapped<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = result {
+            this.tap.keep(&buf.filled()[before..]);
+        }
+        result
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tapped<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap_with(bytes: &[u8]) -> HeadTap {
+        let tap = HeadTap::default();
+        tap.keep(bytes);
+        tap
+    }
+
+    #[test]
+    fn finds_a_length_next_to_chunked() {
+        let tap = tap_with(
+            b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        );
+        assert!(tap.declared_length(&Method::POST, &Uri::from_static("/x")));
+    }
+
+    #[test]
+    fn plain_chunked_has_no_length() {
+        let tap = tap_with(b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(!tap.declared_length(&Method::POST, &Uri::from_static("/x")));
+    }
+
+    #[test]
+    fn each_request_is_read_after_the_previous_one() {
+        let tap = tap_with(
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nPOST /x HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        let uri = Uri::from_static("/x");
+        assert!(!tap.declared_length(&Method::POST, &uri));
+        assert!(tap.declared_length(&Method::POST, &uri));
+    }
+
+    #[test]
+    fn absolute_form_targets_are_found() {
+        let tap = tap_with(
+            b"PUT http://h.test/u HTTP/1.1\r\ncontent-length: 1\r\ntransfer-encoding: chunked\r\n\r\n",
+        );
+        assert!(tap.declared_length(&Method::PUT, &Uri::from_static("http://h.test/u")));
+    }
+
+    #[test]
+    fn keeps_only_the_most_recent_bytes() {
+        let tap = HeadTap::default();
+        tap.keep(&vec![b'a'; RECENT_BYTES]);
+        tap.keep(b"tail");
+        let recent = tap.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(recent.len(), RECENT_BYTES);
+        assert!(recent.ends_with(b"tail"));
+    }
+}
