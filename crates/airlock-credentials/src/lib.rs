@@ -6,6 +6,7 @@
 //! proxy names the secrets whose hosts match the request's host (`in_scope`), and
 //! [`Credentials::prepare_request`] swaps, injects, or refuses (PRODUCT.md §3, §6).
 
+mod body;
 pub mod redact;
 pub mod surrogate;
 
@@ -20,6 +21,7 @@ use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+pub use body::BodySwap;
 pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 

@@ -168,7 +168,9 @@ impl Scrubber {
     /// surrogate differs in length from its real value); when false, a scrubbed body's
     /// `Content-Length` no longer holds.
     pub fn preserves_length(&self) -> bool {
-        self.inner.as_ref().is_none_or(|inner| inner.preserves_length)
+        self.inner
+            .as_ref()
+            .is_none_or(|inner| inner.preserves_length)
     }
 
     /// A scrubber for a body that arrives in chunks: a real value split across chunk
@@ -376,8 +378,11 @@ mod tests {
     }
 
     fn scrubber() -> Scrubber {
-        Scrubber::new([(REAL, "ghp_Surr/Surrog+Xyzwv\"17"), ("short", "fixed-longer")])
-            .expect("scrubber")
+        Scrubber::new([
+            (REAL, "ghp_Surr/Surrog+Xyzwv\"17"),
+            ("short", "fixed-longer"),
+        ])
+        .expect("scrubber")
     }
 
     #[test]

@@ -7,10 +7,10 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use airlock_credentials::ScrubStream;
+use airlock_credentials::{BodySwap, ScrubStream};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -142,51 +142,97 @@ impl Body for ProxyBody {
         match &self.kind {
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Upstream {
-                inner,
-                scrub: None,
-                ..
+                inner, scrub: None, ..
             } => inner.size_hint(),
             Kind::Upstream { .. } => SizeHint::default(),
         }
     }
 }
 
-/// The client's request body on its way upstream; counts the bytes it relays.
+/// The error an [`UploadBody`] ends with.
+pub type UploadError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The client's request body on its way upstream; counts the bytes it relays and, when
+/// bodies are scanned, swaps surrogates through a [`BodySwap`]. An out-of-scope surrogate
+/// ends the body with an error (the upstream request is abandoned, nothing of the
+/// surrogate sent) and sets the `tripped` flag the caller turns into a refusal.
 pub struct UploadBody {
     inner: Incoming,
     sent: Arc<AtomicU64>,
+    swap: Option<BodySwap>,
+    tripped: Arc<AtomicBool>,
 }
 
 impl UploadBody {
     /// Wraps `inner`, adding every relayed data byte to `sent`.
     pub fn new(inner: Incoming, sent: Arc<AtomicU64>) -> Self {
-        UploadBody { inner, sent }
+        UploadBody {
+            inner,
+            sent,
+            swap: None,
+            tripped: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Also rewrites the body through `swap`; returns the flag set if it trips.
+    pub fn swapping(mut self, swap: BodySwap) -> (Self, Arc<AtomicBool>) {
+        self.swap = Some(swap);
+        let tripped = self.tripped.clone();
+        (self, tripped)
+    }
+
+    fn trip(&self) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
+        self.tripped.store(true, Ordering::Relaxed);
+        Poll::Ready(Some(Err(
+            "the request body carries a credential surrogate for another host".into(),
+        )))
     }
 }
 
 impl Body for UploadBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = UploadError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled
-            && let Some(data) = frame.data_ref()
-        {
-            this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+        loop {
+            let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(Some(Ok(frame))) => match (frame.into_data(), this.swap.as_mut()) {
+                    (Ok(data), Some(swap)) => match swap.push(&data) {
+                        Ok(clean) if clean.is_empty() => continue,
+                        Ok(clean) => Frame::data(Bytes::from(clean)),
+                        Err(_) => return this.trip(),
+                    },
+                    (Ok(data), None) => Frame::data(data),
+                    (Err(frame), _) => frame,
+                },
+                Poll::Ready(None) => match this.swap.take().map(|mut swap| swap.finish()) {
+                    None => return Poll::Ready(None),
+                    Some(Err(_)) => return this.trip(),
+                    Some(Ok(rest)) if rest.is_empty() => return Poll::Ready(None),
+                    Some(Ok(rest)) => Frame::data(Bytes::from(rest)),
+                },
+            };
+            if let Some(data) = polled.data_ref() {
+                this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+            return Poll::Ready(Some(Ok(polled)));
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.swap.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match self.swap {
+            None => self.inner.size_hint(),
+            Some(_) => SizeHint::default(),
+        }
     }
 }

@@ -9,9 +9,10 @@ use std::borrow::Cow;
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use airlock_credentials::BodySwap;
 use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::{CanonicalRequest, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -47,9 +48,11 @@ pub(crate) async fn serve(
     if request.method() == Method::CONNECT {
         return Ok(match context.origin {
             Origin::Direct => connect::handle(&context, request),
-            Origin::Tunnel { .. } => {
-                malformed(&context, &request, "CONNECT inside a tunnel is not supported")
-            }
+            Origin::Tunnel { .. } => malformed(
+                &context,
+                &request,
+                "CONNECT inside a tunnel is not supported",
+            ),
         });
     }
     if request.headers().contains_key(header::TRANSFER_ENCODING)
@@ -133,13 +136,17 @@ pub(crate) async fn serve(
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     let mut path_and_query = path_and_query;
-    let (secrets, scrub) = match swap_credentials(
+    let Prepared {
+        secrets,
+        scrub,
+        body_swap,
+    } = match swap_credentials(
         &context,
         &destination,
         &mut path_and_query,
         &mut parts.headers,
     ) {
-        Ok(swapped) => swapped,
+        Ok(prepared) => prepared,
         Err(reason) => {
             let response = refuse(
                 &context,
@@ -178,7 +185,17 @@ pub(crate) async fn serve(
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
-    let upstream_request = Request::from_parts(parts, UploadBody::new(body, sent.clone()));
+    let mut upload = UploadBody::new(body, sent.clone());
+    let mut tripped = None;
+    if let Some(swap) = body_swap {
+        if swap.may_change_length() {
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        let (swapping, flag) = upload.swapping(swap);
+        upload = swapping;
+        tripped = Some(flag);
+    }
+    let upstream_request = Request::from_parts(parts, upload);
 
     let client = if upgrade {
         &shared.websocket_client
@@ -188,6 +205,11 @@ pub(crate) async fn serve(
     let mut exchange = Exchange::new(shared.audit.clone(), started, line, Some(sent));
     let mut response = match client.request(upstream_request).await {
         Ok(response) => response,
+        Err(_) if tripped.is_some_and(|flag| flag.load(Ordering::Relaxed)) => {
+            let response = exchange.refuse(Decision::deny(Reason::SecretOutOfScope, None));
+            drop(exchange);
+            return Ok(response);
+        }
         Err(error) => return Ok(upstream_failed(exchange, &error)),
     };
     exchange.set_status(response.status().as_u16());
@@ -296,7 +318,11 @@ fn refuse(
 
 /// Answers a malformed request with 400 (the connection closes after it) and logs it with
 /// the best destination the connection knows.
-pub(crate) fn malformed<B>(context: &ConnContext, request: &Request<B>, message: &str) -> Response<ProxyBody> {
+pub(crate) fn malformed<B>(
+    context: &ConnContext,
+    request: &Request<B>,
+    message: &str,
+) -> Response<ProxyBody> {
     let response = refusal::bad_request(message);
     let (host, port) = match &context.origin {
         Origin::Tunnel { host, port, .. } => (host.to_string(), *port),
@@ -330,20 +356,34 @@ pub(crate) fn log_parse_error(context: &ConnContext, error: &hyper::Error) {
     line.write(&context.shared.audit);
 }
 
+/// What [`swap_credentials`] prepared for one request.
+struct Prepared {
+    /// The secrets swapped into the headers or query.
+    secrets: Vec<String>,
+    /// The destination is a secret's host: the response is scrubbed of real values.
+    scrub: bool,
+    /// The body is scanned (some secret says `body: true`).
+    body_swap: Option<BodySwap>,
+}
+
 /// Swaps surrogates for real values in the headers (and, for `body: true` secrets, the
 /// query) of a request to `destination`, and trips on surrogates of other secrets in the
-/// headers, path or query. Returns the names swapped, and whether the destination is a
-/// secret's host — then the request asks for an identity-encoded response, and the
-/// response is scrubbed of real values.
+/// headers, path or query. On a secret's host the request asks for an identity-encoded
+/// response, which is then scrubbed. When bodies are scanned, a body with a
+/// `Content-Encoding` cannot be and is refused (`body_uninspectable`).
 fn swap_credentials(
     context: &ConnContext,
     destination: &Destination,
     path_and_query: &mut String,
     headers: &mut HeaderMap,
-) -> Result<(Vec<String>, bool), Reason> {
+) -> Result<Prepared, Reason> {
     let policy = context.shared.policy.load();
     if policy.policy().secrets.is_empty() {
-        return Ok((Vec::new(), false));
+        return Ok(Prepared {
+            secrets: Vec::new(),
+            scrub: false,
+            body_swap: None,
+        });
     }
     let in_scope: Vec<&str> = policy
         .secrets_for_host(&destination.host)
@@ -352,7 +392,15 @@ fn swap_credentials(
         .collect();
     let credentials = &context.shared.credentials;
     credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
-    let mut swapped = credentials.prepare_request(&in_scope, headers)?;
+    let body_swap = credentials.body_swap(&in_scope);
+    if body_swap.is_some()
+        && headers
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        return Err(Reason::BodyUninspectable);
+    }
+    let mut secrets = credentials.prepare_request(&in_scope, headers)?;
     if let Some((_, query)) = path_and_query.split_once('?')
         && let Some((new_query, names)) = credentials.swap_in_body(&in_scope, query.as_bytes())
     {
@@ -360,8 +408,8 @@ fn swap_credentials(
         let path = &path_and_query[..path_and_query.len() - query.len()];
         *path_and_query = format!("{path}{}", String::from_utf8_lossy(&new_query));
         for name in names {
-            if !swapped.contains(&name) {
-                swapped.push(name);
+            if !secrets.contains(&name) {
+                secrets.push(name);
             }
         }
     }
@@ -372,7 +420,11 @@ fn swap_credentials(
             HeaderValue::from_static("identity"),
         );
     }
-    Ok((swapped, scrub))
+    Ok(Prepared {
+        secrets,
+        scrub,
+        body_swap,
+    })
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

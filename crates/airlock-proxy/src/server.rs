@@ -24,8 +24,8 @@ use crate::ca::CertificateAuthority;
 use crate::config::{Limits, ProxyConfig, TunnelRefusal};
 use crate::forward;
 use crate::head_tap::HeadTap;
-use crate::transparent::{self, NameLookup};
 use crate::identity::Origin;
+use crate::transparent::{self, NameLookup};
 use crate::upstream::{Upstream, UpstreamClient, UpstreamSetupError};
 
 /// The ALPN protocols offered to intercepted clients.
@@ -292,10 +292,7 @@ async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let io = TokioIo::new(context.head_tap.clone().unwrap_or_default().wrap(stream));
     let service_context = context.clone();
     let service = service_fn(move |request| forward::serve(service_context.clone(), request));
-    let connection = shared
-        .http1
-        .serve_connection(io, service)
-        .with_upgrades();
+    let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     let result = tokio::select! {
         result = &mut connection => result,

@@ -737,10 +737,11 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         }
     }
     let lookup_names = names.clone();
-    let name_lookup: airlock_proxy::NameLookup = std::sync::Arc::new(move |address| match address {
-        std::net::IpAddr::V4(v4) => lookup_names.name_for(v4),
-        std::net::IpAddr::V6(_) => None,
-    });
+    let name_lookup: airlock_proxy::NameLookup =
+        std::sync::Arc::new(move |address| match address {
+            std::net::IpAddr::V4(v4) => lookup_names.name_for(v4),
+            std::net::IpAddr::V6(_) => None,
+        });
     let serving = tokio::spawn(proxy.serve_transparent(
         proxy_listeners,
         name_lookup,

@@ -197,3 +197,68 @@ fn foreign_credential_on_the_secrets_host_is_refused() {
     );
     assert_real_value_never_shown(&proxy);
 }
+
+/// A `body: true` secret with a fixed surrogate of a different length than its value, so
+/// that the upstream's `body_len` proves the swap even though the echoed response is
+/// scrubbed back.
+fn start_with_body_secret(pki: &TestPki, upstream: &Upstream) -> Proxy {
+    let port = upstream.port();
+    ProxyBuilder::new(pki)
+        .policy(&format!(
+            "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n    - host: other.test\n      ports: [{port}]\n\
+             secrets:\n  LLM_KEY:\n    value: \"{REAL}\"\n    surrogate: \"{PLACEHOLDER}\"\n    hosts: [localhost]\n    body: true\n"
+        ))
+        .resolve_loopback("localhost")
+        .resolve_loopback("other.test")
+        .start()
+}
+
+#[test]
+fn body_secrets_are_swapped_in_bodies_and_trip_elsewhere() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start_with_body_secret(&pki, &upstream);
+    let body = format!("{{\"api_key\":\"{PLACEHOLDER}\",\"n\":1}}");
+    let url = format!("https://localhost:{}/echo/body", upstream.port());
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            method: Some("POST"),
+            body: Some(&body),
+            ..CurlRequest::get(&url)
+        },
+    );
+    assert_eq!(response.status, 200, "{response:?}");
+    let echo: serde_json::Value = serde_json::from_slice(&response.body).expect("echo JSON");
+    assert_eq!(
+        echo["body_len"],
+        body.len() - PLACEHOLDER.len() + REAL.len(),
+        "the upstream received the real value in the body: {echo}"
+    );
+    assert_eq!(
+        echo["body"], body,
+        "the echoed real value is scrubbed back to the placeholder"
+    );
+
+    let exfil = format!("https://other.test:{}/echo/paste", upstream.port());
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            method: Some("POST"),
+            body: Some(&body),
+            ..CurlRequest::get(&exfil)
+        },
+    );
+    assert_eq!(response.status, 403, "{response:?}");
+    let refusal: serde_json::Value = serde_json::from_slice(&response.body).expect("JSON 403");
+    assert_eq!(refusal["reason"], "secret_out_of_scope", "{refusal}");
+    // Bodies stream: the other host may see the request head, but the upload is aborted
+    // before the placeholder (held back until it is recognised) is released.
+    let line = proxy.audit_line_where("the body tripwire", |l| {
+        l["reason"] == "secret_out_of_scope" && l["host"] == "other.test"
+    });
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_real_value_never_shown(&proxy);
+}

@@ -220,3 +220,92 @@ fn env_mode_reaches_the_upstream_through_https_proxy() {
     assert!(stderr.contains("advisory"), "{stderr}");
     assert_eq!(upstream.hit_count(), 1);
 }
+
+/// Probes run inside the jail: IPv6 and the cloud metadata address over HTTP(S) reach only
+/// the proxy (403 inside the session); a filesystem UNIX socket named by `SSH_AUTH_SOCK` is
+/// hidden; an abstract UNIX socket of the host's network namespace does not exist inside.
+const MORE_PROBES: &str = r#"
+import os, socket, sys
+def unix(label, address):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(address); print(label + "=connected")
+    except OSError as e:
+        print(label + "=failed")
+unix("AGENTSOCK", sys.argv[1])
+unix("ABSTRACT", "\0" + sys.argv[2])
+print("SSH_AUTH_SOCK=" + os.environ.get("SSH_AUTH_SOCK", "unset"))
+"#;
+
+#[test]
+fn ipv6_metadata_and_unix_socket_escapes_fail() {
+    if !namespaces_available("ipv6_metadata_and_unix_socket_escapes_fail") {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let home = RunHome::new();
+    // Canaries on the host: a filesystem socket standing in for an ssh-agent, and an
+    // abstract socket in the host's network namespace.
+    let agent_path = home.scratch().join("agent.sock");
+    let agent = UnixListener::bind(&agent_path).expect("agent socket");
+    agent.set_nonblocking(true).expect("nonblocking");
+    let abstract_name = format!("airlock-canary-{}", std::process::id());
+    let abstract_addr = SocketAddr::from_abstract_name(abstract_name.as_bytes()).expect("name");
+    let abstract_listener = UnixListener::bind_addr(&abstract_addr).expect("abstract socket");
+    abstract_listener
+        .set_nonblocking(true)
+        .expect("nonblocking");
+
+    let probes = home.scratch().join("more_probes.py");
+    std::fs::write(&probes, MORE_PROBES).expect("write probes");
+    let script = format!(
+        "echo V6; curl -sS --max-time 20 'https://[2001:db8::1]/v6'; echo; \
+         echo META; curl -sS --max-time 20 http://169.254.169.254/latest/meta-data/; echo; \
+         python3 {} {} {abstract_name}",
+        probes.display(),
+        agent_path.display()
+    );
+    let mut args: Vec<String> = upstream_flags(&pki, &upstream, &home);
+    args.extend(["--".into(), "sh".into(), "-c".into(), script]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent_env = agent_path.to_string_lossy().into_owned();
+    let output = home.run_with_env(&args, &[("SSH_AUTH_SOCK", &agent_env)]);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(code(&output), 0, "{stdout}\n{}", output.stderr);
+
+    let v6 = json_after(&stdout, "V6");
+    assert_eq!(v6["error"], "blocked_by_policy", "{v6}");
+    assert_eq!(v6["reason"], "host_not_allowed", "{v6}");
+    let meta = json_after(&stdout, "META");
+    assert_eq!(meta["error"], "blocked_by_policy", "{meta}");
+    assert_eq!(meta["host"], "169.254.169.254", "{meta}");
+    assert!(stdout.contains("AGENTSOCK=failed"), "{stdout}");
+    assert!(stdout.contains("ABSTRACT=failed"), "{stdout}");
+    assert!(stdout.contains("SSH_AUTH_SOCK=unset"), "{stdout}");
+    assert!(
+        agent.accept().is_err() && abstract_listener.accept().is_err(),
+        "a canary socket was reached from inside the jail"
+    );
+    upstream.assert_untouched("IPv6, metadata and UNIX socket probes");
+    let lines = home.audit_lines();
+    for host in ["169.254.169.254"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["decision"] == "deny" && l["host"] == host),
+            "{host} refusal not logged: {lines:?}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l["decision"] == "deny"
+            && l["host"]
+                .as_str()
+                .is_some_and(|h| h.contains("2001:db8::1"))),
+        "IPv6 refusal not logged: {lines:?}"
+    );
+}
