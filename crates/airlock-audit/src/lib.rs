@@ -18,12 +18,13 @@
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
 
+use std::borrow::Cow;
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -143,11 +144,21 @@ struct Inner {
 }
 
 /// Shared between the handles and the writer thread.
-#[derive(Debug)]
 struct Health {
     healthy: AtomicBool,
+    /// Applied to every serialised line before it is written ([`AuditLog::redact_with`]).
+    filter: OnceLock<LineFilter>,
     /// Serialises the one-time stderr notice.
     reported: Mutex<bool>,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("healthy", &self.healthy)
+            .field("filtered", &self.filter.get().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Health {
@@ -161,6 +172,10 @@ impl Health {
         }
     }
 }
+
+/// A last rewrite of each serialised line (the credentials' redactor: a real secret value
+/// that reached an event anyway is written as `[REDACTED:NAME]`).
+pub type LineFilter = Arc<dyn for<'a> Fn(&'a str) -> Cow<'a, str> + Send + Sync>;
 
 enum Message {
     Event { ts: String, event: Box<AuditEvent> },
@@ -197,6 +212,7 @@ impl AuditLog {
         let (sender, receiver) = mpsc::sync_channel(capacity);
         let state = Arc::new(Health {
             healthy: AtomicBool::new(true),
+            filter: OnceLock::new(),
             reported: Mutex::new(false),
         });
         let writer_state = Arc::clone(&state);
@@ -230,6 +246,14 @@ impl AuditLog {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => inner.state.fail("queue full"),
             Err(TrySendError::Disconnected(_)) => inner.state.fail("writer stopped"),
+        }
+    }
+
+    /// Sets the filter every line passes through before it is written; only the first call
+    /// has an effect.
+    pub fn redact_with(&self, filter: LineFilter) {
+        if let Some(inner) = &self.inner {
+            let _ = inner.state.filter.set(filter);
         }
     }
 
@@ -278,7 +302,9 @@ fn write_loop(
         while let Some(message) = next {
             match message {
                 Message::Event { ts, event } => {
-                    if !failed && let Err(err) = write_line(&mut sink, &ts, &event) {
+                    if !failed
+                        && let Err(err) = write_line(&mut sink, &ts, &event, state.filter.get())
+                    {
                         failed = true;
                         state.fail(&err.to_string());
                     }
@@ -301,9 +327,20 @@ fn write_loop(
     }
 }
 
-fn write_line(sink: &mut impl Write, ts: &str, event: &AuditEvent) -> io::Result<()> {
+fn write_line(
+    sink: &mut impl Write,
+    ts: &str,
+    event: &AuditEvent,
+    filter: Option<&LineFilter>,
+) -> io::Result<()> {
     let line = Line::new(ts, event);
-    serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?;
+    match filter {
+        None => serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?,
+        Some(filter) => {
+            let text = serde_json::to_string(&line).map_err(io::Error::other)?;
+            sink.write_all(filter(&text).as_bytes())?;
+        }
+    }
     sink.write_all(b"\n")
 }
 

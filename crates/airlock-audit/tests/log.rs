@@ -318,3 +318,20 @@ fn dropping_the_last_handle_writes_everything() {
     drop(log);
     assert_eq!(read_lines(&path).len(), 100);
 }
+
+#[test]
+fn the_line_filter_rewrites_every_line_before_it_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.to_str().expect("utf-8 path")).expect("open");
+    log.redact_with(std::sync::Arc::new(|line: &str| {
+        std::borrow::Cow::Owned(line.replace("sk-REAL-value", "[REDACTED:KEY]"))
+    }));
+    let mut event = example_http_event();
+    event.path = Some("/leak/sk-REAL-value".to_owned());
+    log.record(event);
+    log.flush();
+    let text = fs::read_to_string(&path).expect("read log");
+    assert!(!text.contains("sk-REAL-value"), "{text}");
+    assert!(text.contains("/leak/[REDACTED:KEY]"), "{text}");
+}

@@ -115,6 +115,10 @@ impl Proxy {
             limits,
             tunnel_refusal,
         } = config;
+        // Defence in depth: no event should hold a real value, and if one ever does, the
+        // line is written with `[REDACTED:NAME]` in its place.
+        let redactor = credentials.redactor();
+        audit.redact_with(Arc::new(move |line| redactor.redact(line)));
         let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
         let client = upstream.client();
         let websocket_client = upstream.http1_client();

@@ -328,6 +328,10 @@ async fn raw(
     tunnel: TunnelDecision,
 ) {
     let shared = &context.shared;
+    if !shared.audit_ok() {
+        // Nothing passes unrecorded: raw and passthrough tunnels close like HTTP gets 503.
+        return;
+    }
     let started = std::time::Instant::now();
     let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
     line.rule = tunnel.decision.rule.clone();
