@@ -293,14 +293,12 @@ fn ipv6_metadata_and_unix_socket_escapes_fail() {
     );
     upstream.assert_untouched("IPv6, metadata and UNIX socket probes");
     let lines = home.audit_lines();
-    for host in ["169.254.169.254"] {
-        assert!(
-            lines
-                .iter()
-                .any(|l| l["decision"] == "deny" && l["host"] == host),
-            "{host} refusal not logged: {lines:?}"
-        );
-    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["decision"] == "deny" && l["host"] == "169.254.169.254"),
+        "the metadata refusal is not logged: {lines:?}"
+    );
     assert!(
         lines.iter().any(|l| l["decision"] == "deny"
             && l["host"]
