@@ -43,6 +43,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an idle pooled upstream connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The HTTP/2 receive window per upstream stream. Several clients' requests share one
+/// pooled h2 connection; with the protocol's 64 KiB default (or a window that adapts from
+/// loopback's tiny round trip) large downloads stall on WINDOW_UPDATEs.
+const H2_STREAM_WINDOW: u32 = 1024 * 1024;
+/// The HTTP/2 receive window per upstream connection: at most this much is buffered per
+/// pooled connection when clients read slower than the upstream sends.
+const H2_CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 
 /// Why an upstream connection could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -312,7 +319,8 @@ fn build_client(connector: UpstreamConnector) -> UpstreamClient {
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .http2_adaptive_window(true)
+        .http2_initial_stream_window_size(H2_STREAM_WINDOW)
+        .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
         .build(connector)
 }
 
