@@ -26,6 +26,7 @@ pub mod transparent;
 mod tunnel;
 pub mod upstream;
 mod websocket;
+mod write_through;
 
 pub use config::{Limits, ProxyConfig, TunnelRefusal};
 pub use server::{Proxy, SetupError};
