@@ -6,7 +6,7 @@
 //! encoded real value minus one byte between frames).
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
@@ -152,15 +152,37 @@ impl Body for ProxyBody {
 /// The error an [`UploadBody`] ends with.
 pub type UploadError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a scanned request body did: whether it tripped, and the secrets swapped in it.
+#[derive(Debug, Default)]
+pub struct BodyReport {
+    tripped: AtomicBool,
+    swapped: Mutex<Vec<String>>,
+}
+
+impl BodyReport {
+    /// Whether an out-of-scope surrogate was found (the upload was aborted).
+    pub fn tripped(&self) -> bool {
+        self.tripped.load(Ordering::Relaxed)
+    }
+
+    /// The names of the secrets swapped in the body, in policy order.
+    pub fn swapped(&self) -> Vec<String> {
+        self.swapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// The client's request body on its way upstream; counts the bytes it relays and, when
 /// bodies are scanned, swaps surrogates through a [`BodySwap`]. An out-of-scope surrogate
 /// ends the body with an error (the upstream request is abandoned, nothing of the
-/// surrogate sent) and sets the `tripped` flag the caller turns into a refusal.
+/// surrogate sent) and marks the [`BodyReport`] the caller turns into a refusal.
 pub struct UploadBody {
     inner: Incoming,
     sent: Arc<AtomicU64>,
     swap: Option<BodySwap>,
-    tripped: Arc<AtomicBool>,
+    report: Arc<BodyReport>,
 }
 
 impl UploadBody {
@@ -170,19 +192,27 @@ impl UploadBody {
             inner,
             sent,
             swap: None,
-            tripped: Arc::new(AtomicBool::new(false)),
+            report: Arc::default(),
         }
     }
 
-    /// Also rewrites the body through `swap`; returns the flag set if it trips.
-    pub fn swapping(mut self, swap: BodySwap) -> (Self, Arc<AtomicBool>) {
+    /// Also rewrites the body through `swap`; returns the report it fills.
+    pub fn swapping(mut self, swap: BodySwap) -> (Self, Arc<BodyReport>) {
         self.swap = Some(swap);
-        let tripped = self.tripped.clone();
-        (self, tripped)
+        let report = self.report.clone();
+        (self, report)
+    }
+
+    fn finished(&self, swap: &BodySwap) {
+        *self
+            .report
+            .swapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = swap.swapped();
     }
 
     fn trip(&self) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
-        self.tripped.store(true, Ordering::Relaxed);
+        self.report.tripped.store(true, Ordering::Relaxed);
         Poll::Ready(Some(Err(
             "the request body carries a credential surrogate for another host".into(),
         )))
@@ -211,12 +241,18 @@ impl Body for UploadBody {
                     (Ok(data), None) => Frame::data(data),
                     (Err(frame), _) => frame,
                 },
-                Poll::Ready(None) => match this.swap.take().map(|mut swap| swap.finish()) {
-                    None => return Poll::Ready(None),
-                    Some(Err(_)) => return this.trip(),
-                    Some(Ok(rest)) if rest.is_empty() => return Poll::Ready(None),
-                    Some(Ok(rest)) => Frame::data(Bytes::from(rest)),
-                },
+                Poll::Ready(None) => {
+                    let Some(mut swap) = this.swap.take() else {
+                        return Poll::Ready(None);
+                    };
+                    let rest = swap.finish();
+                    this.finished(&swap);
+                    match rest {
+                        Err(_) => return this.trip(),
+                        Ok(rest) if rest.is_empty() => return Poll::Ready(None),
+                        Ok(rest) => Frame::data(Bytes::from(rest)),
+                    }
+                }
             };
             if let Some(data) = polled.data_ref() {
                 this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);

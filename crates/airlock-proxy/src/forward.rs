@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use airlock_credentials::BodySwap;
@@ -186,14 +186,14 @@ pub(crate) async fn serve(
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
     let mut upload = UploadBody::new(body, sent.clone());
-    let mut tripped = None;
+    let mut body_report = None;
     if let Some(swap) = body_swap {
         if swap.may_change_length() {
             parts.headers.remove(header::CONTENT_LENGTH);
         }
-        let (swapping, flag) = upload.swapping(swap);
+        let (swapping, report) = upload.swapping(swap);
         upload = swapping;
-        tripped = Some(flag);
+        body_report = Some(report);
     }
     let upstream_request = Request::from_parts(parts, upload);
 
@@ -203,9 +203,12 @@ pub(crate) async fn serve(
         &shared.client
     };
     let mut exchange = Exchange::new(shared.audit.clone(), started, line, Some(sent));
+    if let Some(report) = &body_report {
+        exchange.follow_body(report.clone());
+    }
     let mut response = match client.request(upstream_request).await {
         Ok(response) => response,
-        Err(_) if tripped.is_some_and(|flag| flag.load(Ordering::Relaxed)) => {
+        Err(_) if body_report.as_ref().is_some_and(|report| report.tripped()) => {
             let response = exchange.refuse(Decision::deny(Reason::SecretOutOfScope, None));
             drop(exchange);
             return Ok(response);

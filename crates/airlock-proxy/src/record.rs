@@ -14,7 +14,7 @@ use airlock_audit::{AuditEvent, AuditLog};
 use airlock_policy::{Decision, Reason};
 use http::Response;
 
-use crate::body::ProxyBody;
+use crate::body::{BodyReport, ProxyBody};
 use crate::refusal::Refused;
 
 /// The kinds of audit line the data plane writes.
@@ -135,6 +135,7 @@ pub struct Exchange {
     started: Instant,
     line: Line,
     sent: Option<Arc<AtomicU64>>,
+    body: Option<Arc<BodyReport>>,
 }
 
 impl Exchange {
@@ -151,7 +152,13 @@ impl Exchange {
             started,
             line,
             sent,
+            body: None,
         }
+    }
+
+    /// Also lists the secrets swapped in the request body (known once it has been sent).
+    pub fn follow_body(&mut self, report: Arc<BodyReport>) {
+        self.body = Some(report);
     }
 
     /// Sets the response status.
@@ -202,6 +209,15 @@ impl Drop for Exchange {
         std::mem::swap(&mut line, &mut self.line);
         if let Some(sent) = &self.sent {
             line.bytes_up += sent.load(Ordering::Relaxed);
+        }
+        if let Some(report) = &self.body
+            && line.allowed
+        {
+            for name in report.swapped() {
+                if !line.secrets.contains(&name) {
+                    line.secrets.push(name);
+                }
+            }
         }
         line.ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
         line.write(&self.audit);

