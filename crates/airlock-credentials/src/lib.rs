@@ -98,6 +98,11 @@ impl Entry {
 
 /// The secrets of one sandbox: real values and their surrogates. `Debug` shows names only.
 pub struct Credentials {
+    /// The secrets as configured, for [`Credentials::rotated`].
+    secrets: Vec<Secret>,
+    /// Values replaced by rotation, with their secret's name and surrogate: still redacted
+    /// and scrubbed, since a request in flight or an echo may carry them.
+    retired: Vec<(String, String, String)>,
     entries: Vec<Entry>,
     /// Finds every surrogate; pattern id = index in `entries`. `None` when there are none.
     surrogates: Option<AhoCorasick>,
@@ -124,7 +129,45 @@ impl Credentials {
     /// Builds the store from each secret (in policy order) and its real value. The surrogate
     /// is the secret's fixed `surrogate`, or freshly generated from a CSPRNG.
     pub fn new(secrets: Vec<(Secret, String)>) -> Result<Self, CredentialError> {
+        Self::assemble(secrets, Vec::new())
+    }
+
+    /// The same store with a new real value for the secret `name` (a `file:` source that
+    /// changed): surrogates stay as they are, so the sandbox notices nothing; the old value
+    /// is still redacted and scrubbed.
+    pub fn rotated(&self, name: &str, real: String) -> Result<Self, CredentialError> {
+        let mut retired = self.retired.clone();
+        let secrets = self
+            .secrets
+            .iter()
+            .zip(&self.entries)
+            .map(|(secret, entry)| {
+                let mut secret = secret.clone();
+                secret.surrogate = Some(entry.surrogate.clone());
+                if entry.name == name && entry.real != real {
+                    retired.push((
+                        entry.name.clone(),
+                        entry.real.clone(),
+                        entry.surrogate.clone(),
+                    ));
+                    (secret, real.clone())
+                } else {
+                    (secret, entry.real.clone())
+                }
+            })
+            .collect();
+        let mut rotated = Self::assemble(secrets, retired)?;
+        // Surrogates that were generated stay "generated" for the next rotation.
+        rotated.secrets = self.secrets.clone();
+        Ok(rotated)
+    }
+
+    fn assemble(
+        secrets: Vec<(Secret, String)>,
+        retired: Vec<(String, String, String)>,
+    ) -> Result<Self, CredentialError> {
         let mut rng = rand::rng();
+        let configured: Vec<Secret> = secrets.iter().map(|(secret, _)| secret.clone()).collect();
         let mut entries: Vec<Entry> = Vec::with_capacity(secrets.len());
         for (secret, real) in secrets {
             let name = secret.name;
@@ -193,14 +236,26 @@ impl Credentials {
         let redactor = Redactor::new(
             entries
                 .iter()
-                .map(|entry| (entry.name.as_str(), entry.real.as_str())),
+                .map(|entry| (entry.name.as_str(), entry.real.as_str()))
+                .chain(
+                    retired
+                        .iter()
+                        .map(|(name, real, _)| (name.as_str(), real.as_str())),
+                ),
         )?;
         let scrubber = Scrubber::new(
             entries
                 .iter()
-                .map(|entry| (entry.real.as_str(), entry.surrogate.as_str())),
+                .map(|entry| (entry.real.as_str(), entry.surrogate.as_str()))
+                .chain(
+                    retired
+                        .iter()
+                        .map(|(_, real, surrogate)| (real.as_str(), surrogate.as_str())),
+                ),
         )?;
         Ok(Self {
+            secrets: configured,
+            retired,
             entries,
             surrogates,
             redactor,

@@ -394,3 +394,43 @@ fn body_swapping_only_for_secrets_marked_body() {
         None
     );
 }
+
+#[test]
+fn rotation_keeps_surrogates_and_still_scrubs_the_old_value() {
+    let before = credentials();
+    let surrogates = before.surrogates();
+    let new_real = "ghp_NewNewNewNewNewNewNewNewNewNewNew5678";
+    let after = before
+        .rotated("GH_TOKEN", new_real.to_owned())
+        .expect("rotated");
+    assert_eq!(after.surrogates(), surrogates, "the sandbox sees no change");
+    let gh = surrogate(&after, "GH_TOKEN");
+    let mut map = headers(&[("authorization", format!("Bearer {gh}"))]);
+    after
+        .prepare_request(&["GH_TOKEN"], &mut map)
+        .expect("swapped");
+    assert_eq!(
+        values(&map, "authorization"),
+        vec![format!("Bearer {new_real}")]
+    );
+    let echoed = format!("old {GH_REAL} new {new_real}");
+    let scrubbed = after.scrubber().scrub(echoed.as_bytes()).into_owned();
+    let scrubbed = String::from_utf8(scrubbed).expect("utf-8");
+    assert!(
+        !scrubbed.contains(GH_REAL) && !scrubbed.contains(new_real),
+        "{scrubbed}"
+    );
+    let redacted = after.redactor().redact(&echoed).into_owned();
+    assert!(
+        !redacted.contains(GH_REAL) && !redacted.contains(new_real),
+        "{redacted}"
+    );
+    // A second rotation keeps the same surrogate too.
+    let again = after
+        .rotated(
+            "GH_TOKEN",
+            "ghp_ThirdThirdThirdThirdThirdThird000000".to_owned(),
+        )
+        .expect("rotated again");
+    assert_eq!(again.surrogates(), surrogates);
+}

@@ -6,8 +6,8 @@
 //! encoded real value minus one byte between frames).
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use airlock_credentials::{BodySwap, ScrubStream};

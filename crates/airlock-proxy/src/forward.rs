@@ -232,7 +232,7 @@ pub(crate) async fn serve(
             ProxyBody::upstream(body, exchange),
         ));
     }
-    let scrubber = shared.credentials.scrubber();
+    let scrubber = shared.credentials.load().scrubber();
     if parts
         .headers
         .get(header::CONTENT_ENCODING)
@@ -393,7 +393,7 @@ fn swap_credentials(
         .iter()
         .map(|secret| secret.name.as_str())
         .collect();
-    let credentials = &context.shared.credentials;
+    let credentials = context.shared.credentials.load_full();
     credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
     let body_swap = credentials.body_swap(&in_scope);
     if body_swap.is_some()

@@ -3,6 +3,7 @@
 //! graceful shutdown (stop accepting, let in-flight connections finish within the drain
 //! timeout, flush the audit log).
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,7 +46,8 @@ pub enum SetupError {
 pub(crate) struct Shared {
     pub(crate) policy: Arc<ArcSwap<CompiledPolicy>>,
     pub(crate) ca: Arc<CertificateAuthority>,
-    pub(crate) credentials: Arc<Credentials>,
+    /// Swapped whole when a `file:` secret is rotated ([`Proxy::credentials`]).
+    pub(crate) credentials: Arc<ArcSwap<Credentials>>,
     pub(crate) audit: AuditLog,
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) client: UpstreamClient,
@@ -117,8 +119,14 @@ impl Proxy {
         } = config;
         // Defence in depth: no event should hold a real value, and if one ever does, the
         // line is written with `[REDACTED:NAME]` in its place.
-        let redactor = credentials.redactor();
-        audit.redact_with(Arc::new(move |line| redactor.redact(line)));
+        let credentials = Arc::new(ArcSwap::new(credentials));
+        let current = credentials.clone();
+        audit.redact_with(Arc::new(move |line| {
+            match current.load().redactor().redact(line) {
+                Cow::Borrowed(_) => Cow::Borrowed(line),
+                Cow::Owned(redacted) => Cow::Owned(redacted),
+            }
+        }));
         let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
         let client = upstream.client();
         let websocket_client = upstream.http1_client();
@@ -171,6 +179,12 @@ impl Proxy {
             connections,
             shutdown,
         })
+    }
+
+    /// The secrets in force; store a [`Credentials::rotated`] store to change a real value
+    /// at runtime (surrogates must stay the same).
+    pub fn credentials(&self) -> &Arc<ArcSwap<Credentials>> {
+        &self.shared.credentials
     }
 
     /// The policy in force; store a new `Arc<CompiledPolicy>` to change it at runtime.

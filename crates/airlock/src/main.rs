@@ -7,6 +7,7 @@ mod ca_cmd;
 mod policy_args;
 mod policy_cmd;
 mod proxy_cmd;
+mod rotation;
 mod run_cmd;
 mod secret_sources;
 

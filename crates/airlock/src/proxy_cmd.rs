@@ -80,6 +80,7 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        crate::rotation::watch_proxy(&proxy);
         let listener = match tokio::net::TcpListener::bind(listen).await {
             Ok(listener) => listener,
             Err(e) => {

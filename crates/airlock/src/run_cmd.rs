@@ -530,6 +530,7 @@ async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 
             return i32::from(SETUP_FAILED);
         }
     };
+    crate::rotation::watch_proxy(&proxy);
     let listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -662,6 +663,7 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
             return i32::from(SETUP_FAILED);
         }
     };
+    crate::rotation::watch_proxy(&proxy);
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(e) => {

@@ -24,7 +24,9 @@ pub fn read_all(secrets: &[Secret]) -> Result<Vec<(Secret, String)>, Vec<String>
     }
 }
 
-fn read_one(secret: &Secret) -> Result<String, String> {
+/// Reads one secret's real value from its source; a missing or empty source is an error
+/// naming the source, never a value.
+pub(crate) fn read_one(secret: &Secret) -> Result<String, String> {
     let value = match &secret.source {
         SecretSource::Env(var) => match std::env::var(var) {
             Ok(v) => v,

@@ -269,3 +269,62 @@ fn body_secrets_are_swapped_in_bodies_and_trip_elsewhere() {
     assert_eq!(line["decision"], "deny", "{line}");
     assert_real_value_never_shown(&proxy);
 }
+
+#[test]
+fn a_rotated_file_secret_is_used_without_a_restart() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret_file = dir.path().join("llm-key");
+    let first = "sk-rotate-FIRST-value-0001";
+    let second = "sk-rotate-SECOND-value-000002";
+    std::fs::write(&secret_file, format!("{first}\n")).expect("write secret");
+    let port = upstream.port();
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&format!(
+            "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+             secrets:\n  LLM_KEY:\n    file: {}\n    surrogate: \"{PLACEHOLDER}\"\n    hosts: [localhost]\n",
+            secret_file.display()
+        ))
+        .resolve_loopback("localhost")
+        .start();
+    let url = format!("https://localhost:{port}/echo/rotate");
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let send = || {
+        let response = curl(
+            &proxy,
+            &pki,
+            &CurlRequest {
+                headers: &[&auth],
+                ..CurlRequest::get(&url)
+            },
+        );
+        assert_eq!(response.status, 200, "{response:?}");
+        let hits = upstream.hits();
+        let last = hits.last().expect("a hit");
+        header_values(last, "authorization")
+    };
+    assert_eq!(send(), vec![format!("Bearer {first}")]);
+
+    std::fs::write(&secret_file, format!("{second}\n")).expect("rotate secret");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut seen = send();
+    while seen != vec![format!("Bearer {second}")] && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        seen = send();
+    }
+    assert_eq!(
+        seen,
+        vec![format!("Bearer {second}")],
+        "the new value is used within the poll interval"
+    );
+    let stderr = proxy.stderr();
+    assert!(stderr.contains("LLM_KEY re-read"), "{stderr}");
+    let log = proxy.audit_log_text();
+    for value in [first, second] {
+        assert!(
+            !stderr.contains(value) && !log.contains(value),
+            "a real value leaked"
+        );
+    }
+}
