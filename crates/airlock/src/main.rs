@@ -4,6 +4,7 @@
 //! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
 mod ca_cmd;
+mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
 mod proxy_cmd;

@@ -81,6 +81,7 @@ pub fn run(args: ProxyArgs) -> ExitCode {
             }
         };
         crate::rotation::watch_proxy(&proxy);
+        crate::panic_redaction::install(&proxy);
         let listener = match tokio::net::TcpListener::bind(listen).await {
             Ok(listener) => listener,
             Err(e) => {

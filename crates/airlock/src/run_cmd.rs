@@ -531,6 +531,7 @@ async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 
         }
     };
     crate::rotation::watch_proxy(&proxy);
+    crate::panic_redaction::install(&proxy);
     let listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -664,6 +665,7 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         }
     };
     crate::rotation::watch_proxy(&proxy);
+    crate::panic_redaction::install(&proxy);
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(e) => {
