@@ -97,23 +97,18 @@ impl fmt::Debug for Scrubber {
 }
 
 impl Scrubber {
-    /// A scrubber for `(real value, surrogate)` pairs of equal length (generated surrogates);
-    /// a pair whose lengths differ (fixed surrogate) only gets its raw form replaced.
+    /// A scrubber for `(real value, surrogate)` pairs: each encoded form of the real value
+    /// is replaced by the same form of its surrogate. When their lengths differ (a fixed
+    /// surrogate), a base64 fragment of the value embedded in a larger base64 text becomes
+    /// the surrogate's fragment at the same alignment: no longer valid base64 of anything
+    /// meaningful, but never the real value.
     pub(crate) fn new<'a>(
         secrets: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, aho_corasick::BuildError> {
         let mut patterns: Vec<String> = Vec::new();
         let mut replacements = Vec::new();
         for (real, surrogate) in secrets {
-            let pairs: Vec<(String, String)> = if real.len() == surrogate.len() {
-                encoded_forms(real)
-                    .into_iter()
-                    .zip(encoded_forms(surrogate))
-                    .collect()
-            } else {
-                vec![(real.to_owned(), surrogate.to_owned())]
-            };
-            for (from, to) in pairs {
+            for (from, to) in paired_forms(real, surrogate) {
                 if !from.is_empty() && from != to && !patterns.contains(&from) {
                     patterns.push(from);
                     replacements.push(to.into_bytes());
@@ -225,18 +220,45 @@ impl ScrubStream {
 
 /// The forms a real value may take in output.
 fn encoded_forms(real: &str) -> Vec<String> {
-    let mut forms = vec![
-        real.to_owned(),
-        percent_encode(real, true),
-        percent_encode(real, false),
-    ];
-    if let Ok(json) = serde_json::to_string(real) {
-        let inner = &json[1..json.len() - 1];
-        forms.push(inner.to_owned());
-        forms.push(inner.replace('/', "\\/"));
-    }
-    forms.extend(base64_fragments(real.as_bytes()));
+    let mut forms = text_forms(real).to_vec();
+    forms.extend(
+        base64_fragments(real.as_bytes(), MIN_BASE64_FRAGMENT)
+            .into_iter()
+            .flatten(),
+    );
     forms
+}
+
+/// Each form of `real` with the same form of `surrogate`.
+fn paired_forms(real: &str, surrogate: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = text_forms(real)
+        .into_iter()
+        .zip(text_forms(surrogate))
+        .collect();
+    let fragments = base64_fragments(real.as_bytes(), MIN_BASE64_FRAGMENT)
+        .into_iter()
+        .zip(base64_fragments(surrogate.as_bytes(), 1));
+    for (from, to) in fragments {
+        if let Some(from) = from {
+            // A surrogate too short to have a fragment at this alignment: its raw form.
+            pairs.push((from, to.unwrap_or_else(|| surrogate.to_owned())));
+        }
+    }
+    pairs
+}
+
+/// Raw, percent-encoded (upper- and lower-case hex), JSON-escaped (with and without `\/`).
+fn text_forms(text: &str) -> [String; 5] {
+    let json = serde_json::to_string(text).unwrap_or_else(|_| format!("\"{text}\""));
+    let inner = json[1..json.len() - 1].to_owned();
+    let slashed = inner.replace('/', "\\/");
+    [
+        text.to_owned(),
+        percent_encode(text, true),
+        percent_encode(text, false),
+        inner,
+        slashed,
+    ]
 }
 
 /// Percent-encodes every byte outside the URL unreserved set, in upper- or lower-case hex.
@@ -256,10 +278,11 @@ fn percent_encode(text: &str, upper: bool) -> String {
 
 /// The base64 characters that depend only on `bytes`, for each of the three alignments the
 /// value can have inside a larger encoded text (e.g. `user:TOKEN` in Basic auth), in the
-/// standard and URL-safe alphabets. Padding and the characters shared with neighbouring
+/// standard and URL-safe alphabets: six slots, in a fixed order, `None` where the fragment
+/// would be shorter than `min_len`. Padding and the characters shared with neighbouring
 /// bytes are left out so that the fragment is found wherever the value sits.
-fn base64_fragments(bytes: &[u8]) -> Vec<String> {
-    let mut fragments = Vec::new();
+fn base64_fragments(bytes: &[u8], min_len: usize) -> Vec<Option<String>> {
+    let mut fragments = Vec::with_capacity(6);
     for offset in 0..3usize {
         let mut shifted = vec![0u8; offset];
         shifted.extend_from_slice(bytes);
@@ -267,14 +290,11 @@ fn base64_fragments(bytes: &[u8]) -> Vec<String> {
         // Characters entirely inside the value's bits.
         let first = (offset * 8).div_ceil(6);
         let end = total_bits / 6;
-        if end <= first || end - first < MIN_BASE64_FRAGMENT {
-            continue;
-        }
         for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
-            let encoded = engine.encode(&shifted);
-            if let Some(fragment) = encoded.get(first..end) {
-                fragments.push(fragment.to_owned());
-            }
+            let fragment = (end > first && end - first >= min_len)
+                .then(|| engine.encode(&shifted).get(first..end).map(str::to_owned))
+                .flatten();
+            fragments.push(fragment);
         }
     }
     fragments

@@ -130,6 +130,8 @@ pub struct CurlResponse {
     pub http_version: String,
     /// Headers of the final response.
     pub headers: Vec<(String, String)>,
+    /// Every response head curl received (`-D`), CONNECT answer included.
+    pub header_dump: String,
     /// Body of the final response.
     pub body: Vec<u8>,
     /// curl's stderr.
@@ -211,6 +213,7 @@ pub fn curl(proxy: &Proxy, pki: &TestPki, request: &CurlRequest<'_>) -> CurlResp
         connect_status,
         http_version,
         headers: last_header_block(&dump),
+        header_dump: dump,
         body: std::fs::read(&body_file).unwrap_or_default(),
         stderr: output.stderr,
     }

@@ -1,13 +1,13 @@
 //! Test servers run as python3 subprocesses from tests/fixtures/: a smart-HTTP git server
 //! over TLS (`git http-backend` as CGI) with a bare repository to serve, and a WebSocket
 //! echo server over TLS. Each prints its port on stdout and one `HIT ...` line per request
-//! on stderr, which is counted.
+//! on stderr, which is counted and kept.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ pub struct FixtureServer {
     /// The port it listens on (127.0.0.1).
     pub port: u16,
     hits: Arc<AtomicUsize>,
+    hit_lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl FixtureServer {
@@ -33,6 +34,20 @@ impl FixtureServer {
             .arg(project_root)
             .arg(&pki.upstream_leaf_cert)
             .arg(&pki.upstream_leaf_key);
+        FixtureServer::start(command)
+    }
+
+    /// Starts the git server demanding HTTP Basic auth with `password` (any user name) on
+    /// every request: 401 with `WWW-Authenticate: Basic` otherwise. Its `HIT` lines end
+    /// with `host=HOST auth=none|ok|wrong|malformed`.
+    pub fn git_with_password(pki: &TestPki, project_root: &Path, password: &str) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}git_https_server.py"))
+            .arg(project_root)
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key)
+            .arg(password);
         FixtureServer::start(command)
     }
 
@@ -63,10 +78,13 @@ impl FixtureServer {
         });
         let hits = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&hits);
+        let hit_lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&hit_lines);
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if line.starts_with("HIT ") {
+                    kept.lock().expect("hit lines lock").push(line);
                     counter.fetch_add(1, Ordering::SeqCst);
                 } else {
                     eprintln!("fixture server: {line}");
@@ -82,12 +100,22 @@ impl FixtureServer {
                 let _ = child.wait();
                 panic!("fixture server did not print its port");
             });
-        FixtureServer { child, port, hits }
+        FixtureServer {
+            child,
+            port,
+            hits,
+            hit_lines,
+        }
     }
 
     /// Requests received so far.
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// The `HIT ...` lines printed so far, in order.
+    pub fn hit_lines(&self) -> Vec<String> {
+        self.hit_lines.lock().expect("hit lines lock").clone()
     }
 }
 

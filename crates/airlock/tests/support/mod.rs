@@ -7,6 +7,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod clients;
+pub mod encodings;
 pub mod fixture_server;
 pub mod pki;
 pub mod proxy;

@@ -1,8 +1,8 @@
 //! The real `airlock proxy` binary as a child process: started with the test PKI and an
 //! audit log in a private directory, ready once it prints its listen line, killed (and
-//! reaped) on drop.
+//! reaped) on drop. Its stderr and stdout are collected.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -30,6 +30,7 @@ pub struct ProxyBuilder<'a> {
     args: Vec<String>,
     audit_log: Option<PathBuf>,
     policy_count: usize,
+    env: Vec<(String, String)>,
 }
 
 impl<'a> ProxyBuilder<'a> {
@@ -43,7 +44,25 @@ impl<'a> ProxyBuilder<'a> {
             args: Vec::new(),
             audit_log: Some(audit_log),
             policy_count: 0,
+            env: Vec::new(),
         }
+    }
+
+    /// The proxy's private directory (audit log, policy files); removed with the proxy.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds one command-line argument as given (for flags without a builder method).
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    /// Sets an environment variable for the proxy process.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_string(), value.to_string()));
+        self
     }
 
     /// Adds `--allow RULE`.
@@ -99,6 +118,9 @@ impl<'a> ProxyBuilder<'a> {
             .args(&self.args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
         if let Some(log) = &self.audit_log {
             command.arg("--log").arg(log);
         }
@@ -109,9 +131,24 @@ impl<'a> ProxyBuilder<'a> {
     /// it exits or stays silent.
     pub fn start(self) -> Proxy {
         let mut command = self.command();
-        command.stdout(Stdio::null()).stderr(Stdio::piped());
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn airlock proxy");
         let stderr = child.stderr.take().expect("stderr pipe");
+        let mut stdout = child.stdout.take().expect("stdout pipe");
+        let collected_stdout = Arc::new(Mutex::new(Vec::new()));
+        let stdout_collected = Arc::clone(&collected_stdout);
+        thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => stdout_collected
+                        .lock()
+                        .expect("stdout lock")
+                        .extend_from_slice(&buf[..n]),
+                }
+            }
+        });
         let collected = Arc::new(Mutex::new(String::new()));
         let reader_collected = Arc::clone(&collected);
         let (sender, receiver) = mpsc::channel::<SocketAddr>();
@@ -135,8 +172,9 @@ impl<'a> ProxyBuilder<'a> {
                 child,
                 addr,
                 stderr: collected,
+                stdout: collected_stdout,
                 audit_log: self.audit_log,
-                _dir: self.dir,
+                dir: self.dir,
             },
             Err(_) => {
                 let _ = child.kill();
@@ -167,8 +205,9 @@ pub struct Proxy {
     child: Child,
     addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
+    stdout: Arc<Mutex<Vec<u8>>>,
     audit_log: Option<PathBuf>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Proxy {
@@ -190,6 +229,16 @@ impl Proxy {
     /// Everything the proxy wrote on stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr lock").clone()
+    }
+
+    /// Every byte the proxy wrote on stdout so far.
+    pub fn stdout(&self) -> Vec<u8> {
+        self.stdout.lock().expect("stdout lock").clone()
+    }
+
+    /// The proxy's private directory (audit log, policy files, whatever the test put there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Path of the audit log file.

@@ -2,7 +2,9 @@
 //! HTTP. Every accepted connection and every request is counted and recorded, so tests can
 //! assert that a refused request never reached the upstream.
 //!
-//! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; every other path echoes the
+//! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; `/reflect` answers the
+//! received `x-reflect` header value in a response header (`x-reflected`) and, in a text
+//! body, in every encoding of [`super::encodings::reflect_document`]; every other path echoes the
 //! request as JSON: `{method, version, path, query, authority, headers: [[name, value]...],
 //! body_len, body}` (`path` and `query` exactly as received; `body` only when UTF-8 and at
 //! most 64 KiB).
@@ -222,6 +224,22 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
                 .expect("bytes response"),
             _ => status_response(StatusCode::BAD_REQUEST, "bad count"),
         };
+    }
+
+    if path == "/reflect" {
+        let value = headers
+            .iter()
+            .find(|(n, _)| n == "x-reflect")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        return Response::builder()
+            .header("content-type", "text/plain")
+            .header("x-upstream", "reflect")
+            .header("x-reflected", value.as_str())
+            .body(Full::new(Bytes::from(super::encodings::reflect_document(
+                &value,
+            ))))
+            .expect("reflect response");
     }
 
     let echoed_body = if body.len() <= ECHO_BODY_LIMIT {
