@@ -328,3 +328,69 @@ fn a_rotated_file_secret_is_used_without_a_restart() {
         );
     }
 }
+
+#[test]
+fn a_compressed_response_from_a_secrets_host_is_not_passed_on() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let on_secret_host = format!("https://localhost:{}/compressed", upstream.port());
+    let response = curl(
+        &proxy,
+        &pki,
+        &CurlRequest {
+            headers: &[&auth],
+            ..CurlRequest::get(&on_secret_host)
+        },
+    );
+    assert_eq!(
+        response.status, 502,
+        "an unscrubbable body must not reach the sandbox: {response:?}"
+    );
+    let hits = upstream.hits();
+    assert_eq!(
+        header_values(&hits[0], "accept-encoding"),
+        vec!["identity".to_owned()],
+        "airlock asks a secret's host for an identity-encoded response"
+    );
+    // Elsewhere nothing is scrubbed, so a compressed response passes as it is.
+    let elsewhere = format!("https://other.test:{}/compressed", upstream.port());
+    let response = curl(&proxy, &pki, &CurlRequest::get(&elsewhere));
+    assert_eq!(response.status, 200, "{response:?}");
+}
+
+#[test]
+fn inject_sets_the_header_whatever_the_client_sent() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&format!(
+            "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+             secrets:\n  API_KEY:\n    value: \"{REAL}\"\n    hosts: [localhost]\n    headers: [x-api-key]\n    \
+             inject: {{header: x-api-key, format: \"Key {{value}}\"}}\n"
+        ))
+        .resolve_loopback("localhost")
+        .start();
+    let url = format!("https://localhost:{port}/echo/inject");
+    for sent in [None, Some("x-api-key: something-the-agent-made-up")] {
+        let headers: Vec<&str> = sent.into_iter().collect();
+        let response = curl(
+            &proxy,
+            &pki,
+            &CurlRequest {
+                headers: &headers,
+                ..CurlRequest::get(&url)
+            },
+        );
+        assert_eq!(response.status, 200, "{sent:?}: {response:?}");
+        let hits = upstream.hits();
+        assert_eq!(
+            header_values(hits.last().expect("a hit"), "x-api-key"),
+            vec![format!("Key {REAL}")],
+            "{sent:?}"
+        );
+    }
+    assert_real_value_never_shown(&proxy);
+}

@@ -2,7 +2,8 @@
 //! HTTP. Every accepted connection and every request is counted and recorded, so tests can
 //! assert that a refused request never reached the upstream.
 //!
-//! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; `/reflect` answers the
+//! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; `/compressed` answers with
+//! `content-encoding: gzip` whatever was asked for; `/reflect` answers the
 //! received `x-reflect` header value in a response header (`x-reflected`) and, in a text
 //! body, in every encoding of [`super::encodings::reflect_document`]; every other path echoes the
 //! request as JSON: `{method, version, path, query, authority, headers: [[name, value]...],
@@ -226,6 +227,15 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
         };
     }
 
+    if path == "/compressed" {
+        // Claims gzip whatever the request asked for (a server ignoring Accept-Encoding).
+        return Response::builder()
+            .header("content-type", "text/plain")
+            .header("content-encoding", "gzip")
+            .header("x-upstream", "compressed")
+            .body(Full::new(Bytes::from_static(b"\x1f\x8b not really gzip")))
+            .expect("compressed response");
+    }
     if path == "/reflect" {
         let value = headers
             .iter()
