@@ -62,6 +62,8 @@ pub(crate) struct ChildPlan {
     pub(crate) gid_map: Vec<u8>,
     /// Paths covered by an empty read-only file system (or `/dev/null`).
     pub(crate) hide_paths: Vec<CString>,
+    /// Paths hidden the same way only if they still exist.
+    pub(crate) hide_if_present: Vec<CString>,
     /// `(source, destination)` pairs bind-mounted read-only.
     pub(crate) bind_files: Vec<(CString, CString)>,
     /// TCP ports to listen on, deduplicated, DNS included.
@@ -165,6 +167,12 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     }
     for path in &plan.hide_paths {
         hide_path(path).at(SetupStep::HidePath)?;
+    }
+    for path in &plan.hide_if_present {
+        match hide_path(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            result => result.at(SetupStep::HidePath)?,
+        }
     }
 
     let ipv6 = ipv6_available().at(SetupStep::CreateListener)?;

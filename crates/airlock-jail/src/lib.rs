@@ -34,6 +34,7 @@
 //!         cwd: "/".into(),
 //!         tcp_ports: vec![80, 443],
 //!         hide_paths: vec!["/home/me/.config/airlock".into()],
+//!         hide_if_present: Vec::new(),
 //!         bind_files: Vec::new(),
 //!     };
 //!     let mut jail = Jail::spawn(spec)?; // JailError::exit_status() == 125
@@ -88,6 +89,9 @@ pub struct JailSpec {
     /// Existing paths the command must not see: a directory is covered by an
     /// empty read-only tmpfs, a file by `/dev/null`. A missing path is an error.
     pub hide_paths: Vec<PathBuf>,
+    /// Paths hidden the same way if they still exist when the jail is built (host UNIX
+    /// sockets found by a scan, which may vanish in between); a missing one is skipped.
+    pub hide_if_present: Vec<PathBuf>,
     /// `(source, destination)` files bind-mounted read-only, for example a CA
     /// bundle over the system bundle; both must exist (a missing one is an
     /// error). Binds are made before hiding, so a source may lie inside a

@@ -526,6 +526,11 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         .iter()
         .map(|path| c_string(path.as_os_str(), "a hidden path"))
         .collect::<Result<Vec<_>, _>>()?;
+    let hide_if_present = spec
+        .hide_if_present
+        .iter()
+        .map(|path| c_string(path.as_os_str(), "a hidden path"))
+        .collect::<Result<Vec<_>, _>>()?;
     let bind_files = spec
         .bind_files
         .iter()
@@ -544,6 +549,7 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         uid_map: format!("{uid} {uid} 1\n").into_bytes(),
         gid_map: format!("{gid} {gid} 1\n").into_bytes(),
         hide_paths,
+        hide_if_present,
         bind_files,
         tcp_ports,
         cwd: c_string(spec.cwd.as_os_str(), "the working directory")?,

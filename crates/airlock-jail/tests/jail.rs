@@ -30,6 +30,7 @@ fn spec(argv: &[&str]) -> JailSpec {
         cwd: "/".into(),
         tcp_ports: vec![80, 443],
         hide_paths: Vec::new(),
+        hide_if_present: Vec::new(),
         bind_files: Vec::new(),
     }
 }

@@ -4,6 +4,8 @@
 //! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
 mod ca_cmd;
+#[cfg(target_os = "linux")]
+mod host_sockets;
 mod panic_redaction;
 mod policy_args;
 mod policy_cmd;

@@ -22,9 +22,11 @@
 //! (`AIRLOCK_HOME`, holding the key and the default audit logs), the policy files, `file:`
 //! secret sources, the audit log file, `$XDG_RUNTIME_DIR` and `/run/user/UID`,
 //! `/tmp/.X11-unix` and the `SSH_AUTH_SOCK` socket. Abstract UNIX sockets are per network
-//! namespace and so unreachable. What remains visible: other host UNIX sockets under
-//! `/run`, `/var/run` and `/tmp` (the jail can only hide with read-only mounts, and a
-//! read-only `/tmp` would break most tools).
+//! namespace and so unreachable. Every other UNIX socket file found under `/run`, `/var/run`,
+//! `/tmp`, `/var/tmp` and `/dev/shm` when the command starts (a Docker daemon, tmux,
+//! D-Bus...) is covered by `/dev/null` ([`crate::host_sockets`]). What remains: sockets
+//! created on the host *after* the command started, and sockets elsewhere in the file
+//! system (the rest of the tree stays visible, read-write as the user).
 //!
 //! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
 //! executed / is not found; 125 for any failure of airlock itself. While the command runs
@@ -685,6 +687,7 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         cwd,
         tcp_ports: session.tcp_ports(),
         hide_paths: session.hide_paths.clone(),
+        hide_if_present: crate::host_sockets::scan(),
         bind_files,
     };
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;

@@ -222,8 +222,9 @@ fn env_mode_reaches_the_upstream_through_https_proxy() {
 }
 
 /// Probes run inside the jail: IPv6 and the cloud metadata address over HTTP(S) reach only
-/// the proxy (403 inside the session); a filesystem UNIX socket named by `SSH_AUTH_SOCK` is
-/// hidden; an abstract UNIX socket of the host's network namespace does not exist inside.
+/// the proxy (403 inside the session); a filesystem UNIX socket named by `SSH_AUTH_SOCK` and
+/// a daemon's socket under /tmp are hidden; an abstract UNIX socket of the host's network
+/// namespace does not exist inside.
 const MORE_PROBES: &str = r#"
 import os, socket, sys
 def unix(label, address):
@@ -235,6 +236,7 @@ def unix(label, address):
         print(label + "=failed")
 unix("AGENTSOCK", sys.argv[1])
 unix("ABSTRACT", "\0" + sys.argv[2])
+unix("DAEMONSOCK", sys.argv[3])
 print("SSH_AUTH_SOCK=" + os.environ.get("SSH_AUTH_SOCK", "unset"))
 "#;
 
@@ -260,15 +262,21 @@ fn ipv6_metadata_and_unix_socket_escapes_fail() {
     abstract_listener
         .set_nonblocking(true)
         .expect("nonblocking");
+    // A daemon's socket somewhere under /tmp (a Docker or tmux socket stands in for it).
+    let daemon_path = home.scratch().join("run").join("daemon.sock");
+    std::fs::create_dir_all(daemon_path.parent().expect("parent")).expect("socket dir");
+    let daemon = UnixListener::bind(&daemon_path).expect("daemon socket");
+    daemon.set_nonblocking(true).expect("nonblocking");
 
     let probes = home.scratch().join("more_probes.py");
     std::fs::write(&probes, MORE_PROBES).expect("write probes");
     let script = format!(
         "echo V6; curl -sS --max-time 20 'https://[2001:db8::1]/v6'; echo; \
          echo META; curl -sS --max-time 20 http://169.254.169.254/latest/meta-data/; echo; \
-         python3 {} {} {abstract_name}",
+         python3 {} {} {abstract_name} {}",
         probes.display(),
-        agent_path.display()
+        agent_path.display(),
+        daemon_path.display()
     );
     let mut args: Vec<String> = upstream_flags(&pki, &upstream, &home);
     args.extend(["--".into(), "sh".into(), "-c".into(), script]);
@@ -286,9 +294,10 @@ fn ipv6_metadata_and_unix_socket_escapes_fail() {
     assert_eq!(meta["host"], "169.254.169.254", "{meta}");
     assert!(stdout.contains("AGENTSOCK=failed"), "{stdout}");
     assert!(stdout.contains("ABSTRACT=failed"), "{stdout}");
+    assert!(stdout.contains("DAEMONSOCK=failed"), "{stdout}");
     assert!(stdout.contains("SSH_AUTH_SOCK=unset"), "{stdout}");
     assert!(
-        agent.accept().is_err() && abstract_listener.accept().is_err(),
+        agent.accept().is_err() && abstract_listener.accept().is_err() && daemon.accept().is_err(),
         "a canary socket was reached from inside the jail"
     );
     upstream.assert_untouched("IPv6, metadata and UNIX socket probes");
