@@ -316,3 +316,60 @@ fn ipv6_metadata_and_unix_socket_escapes_fail() {
         "IPv6 refusal not logged: {lines:?}"
     );
 }
+
+#[test]
+fn node_fetch_and_git_clone_work_without_proxy_variables() {
+    if !namespaces_available("node_fetch_and_git_clone_work_without_proxy_variables") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let home = RunHome::new();
+    let root = home.scratch().join("repos");
+    std::fs::create_dir_all(&root).expect("repos dir");
+    let files = support::fixture_server::make_repository(&root, &home.scratch());
+    let git_server = support::fixture_server::FixtureServer::git(&pki, &root);
+    let port = upstream.port();
+    let git_port = git_server.port;
+    let mut flags = upstream_flags(&pki, &upstream, &home);
+    flags.extend([
+        "--resolve".to_owned(),
+        "other.test:127.0.0.1".to_owned(),
+        "--allow".to_owned(),
+        format!("other.test:{git_port}"),
+    ]);
+    let fetch = |url: &str| {
+        format!(
+            "node -e 'fetch(\"{url}\").then(r => r.text()).then(t => console.log(t))\
+             .catch(e => {{ console.log(\"ERR \" + e.cause); process.exit(3); }})' 2>/dev/null"
+        )
+    };
+    let script = format!(
+        "echo NODE; {}; echo REFUSED; {}; \
+         git -c init.defaultBranch=main clone -q https://other.test:{git_port}/repo.git cloned && echo CLONED",
+        fetch(&format!("https://allowed.test:{port}/echo/node")),
+        fetch("https://refused.example/x"),
+    );
+    let (status, stdout, stderr) = run_script(&home, &flags, &script);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        json_after(&stdout, "NODE")["path"],
+        "/echo/node",
+        "{stdout}"
+    );
+    let refused = json_after(&stdout, "REFUSED");
+    assert_eq!(refused["reason"], "host_not_allowed", "{refused}");
+    assert!(stdout.contains("CLONED"), "{stdout}\n{stderr}");
+    for (name, content) in &files {
+        let cloned =
+            std::fs::read_to_string(home.scratch().join("cloned").join(name)).expect("cloned file");
+        assert_eq!(&cloned, content, "{name} differs");
+    }
+    let lines = home.audit_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["host"] == "other.test" && l["path"] == "/repo.git/git-upload-pack"),
+        "{lines:?}"
+    );
+}
