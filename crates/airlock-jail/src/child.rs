@@ -148,6 +148,12 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
             | CloneFlags::CLONE_NEWUTS,
     )
     .at(SetupStep::Unshare)?;
+    // This process and the init forked from it hold a copy of airlock's memory (real
+    // secret values, its environment). Entering the user namespace usually makes them
+    // non-dumpable already (fs.suid_dumpable = 0); say so explicitly, so that the command
+    // can read neither /proc/1/environ nor /proc/1/mem nor ptrace its init whatever the
+    // sysctl. The command itself becomes dumpable again at exec, as usual.
+    nix::sys::prctl::set_dumpable(false).at(SetupStep::Unshare)?;
     std::fs::write("/proc/self/setgroups", b"deny").at(SetupStep::DenySetgroups)?;
     std::fs::write("/proc/self/uid_map", &plan.uid_map).at(SetupStep::UidMap)?;
     std::fs::write("/proc/self/gid_map", &plan.gid_map).at(SetupStep::GidMap)?;

@@ -211,3 +211,89 @@ fn sigterm_reaches_the_command() {
         "SIGTERM must reach the command's trap"
     );
 }
+
+/// What the jail's init (a fork of airlock, holding a copy of its memory) and the hidden
+/// files give away: nothing. /proc/1/environ and /proc/1/mem are unreadable (the init is
+/// not dumpable), no visible process's environment or arguments hold a real value, and
+/// the policy file, a `file:` secret source, the audit log and the CA directory read empty.
+#[test]
+fn the_jails_init_and_hidden_files_reveal_no_real_secret() {
+    if !namespaces_available("the_jails_init_and_hidden_files_reveal_no_real_secret") {
+        return;
+    }
+    let home = RunHome::new();
+    let env_real = "ghp_EnvRealValue0123456789abcdefghijklmn";
+    let file_real = "sk-proj-FileRealValue0123456789abcdef";
+    let secret_file = home.scratch().join("file-token");
+    std::fs::write(&secret_file, file_real).expect("secret file");
+    let policy = home.scratch().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "# POLICY-MARKER-7f3a\nversion: 1\nnetwork:\n  allow:\n    - host: api.github.com\n\
+             secrets:\n  GH_TOKEN:\n    env: GH_TOKEN\n    hosts: [api.github.com]\n  \
+             FILE_TOKEN:\n    file: {}\n    hosts: [api.openai.com]\n",
+            secret_file.display()
+        ),
+    )
+    .expect("policy");
+    let log = home.log_path();
+    let probe = r#"
+import sys
+try:
+    open("/proc/1/environ", "rb").read(); print("ENVIRON=readable")
+except OSError:
+    print("ENVIRON=denied")
+try:
+    first = open("/proc/1/maps").readline().split("-")[0]
+    mem = open("/proc/1/mem", "rb"); mem.seek(int(first, 16)); mem.read(16); print("MEM=readable")
+except OSError:
+    print("MEM=denied")
+"#;
+    let probe_path = home.scratch().join("probe.py");
+    std::fs::write(&probe_path, probe).expect("probe");
+    let script = format!(
+        "python3 {probe}; echo DUMP; \
+         for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat \"$f\" 2>/dev/null; echo; done; \
+         cat {policy} {secret} {log} 2>&1; ls -A \"$AIRLOCK_HOME\" 2>&1; echo END",
+        probe = probe_path.display(),
+        policy = policy.display(),
+        secret = secret_file.display(),
+        log = log.display(),
+    );
+    let policy_arg = policy.to_string_lossy().into_owned();
+    let log_arg = log.to_string_lossy().into_owned();
+    let home_dir = home.airlock_home().to_string_lossy().into_owned();
+    let output = home.run_with_env(
+        &[
+            "--policy",
+            &policy_arg,
+            "--log",
+            &log_arg,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[("GH_TOKEN", env_real), ("AIRLOCK_HOME", &home_dir)],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(code(&output), 0, "{stdout}\n{}", output.stderr);
+    assert!(stdout.contains("ENVIRON=denied"), "{stdout}");
+    assert!(stdout.contains("MEM=denied"), "{stdout}");
+    assert!(stdout.contains("END"), "{stdout}");
+    for real in [env_real, file_real] {
+        assert!(
+            !stdout.contains(real),
+            "a real value is visible inside the jail: {stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains("POLICY-MARKER-7f3a"),
+        "the policy file is readable inside: {stdout}"
+    );
+    assert!(
+        !stdout.contains("ca-key.pem"),
+        "the CA directory is listed inside: {stdout}"
+    );
+}
