@@ -297,3 +297,54 @@ except OSError:
         "the CA directory is listed inside: {stdout}"
     );
 }
+
+/// Whether any process on the host has `marker` in its command line.
+fn process_with_marker(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+    })
+}
+
+#[test]
+fn killing_airlock_kills_the_whole_sandbox() {
+    if !namespaces_available("killing_airlock_kills_the_whole_sandbox") {
+        return;
+    }
+    let home = RunHome::new();
+    let ready = home.scratch().join("ready");
+    // A background grandchild and a foreground sleep, both tagged with a unique duration.
+    let marker = format!("{}.{}", 500 + std::process::id() % 400, 25);
+    let script = format!("sleep {marker} & touch {}; sleep {marker}", ready.display());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--", "sh", "-c", &script])
+        .env("AIRLOCK_HOME", home.airlock_home())
+        .current_dir(home.scratch())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn airlock run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ready.exists(), "the command never started");
+    let sleep_marker = format!("sleep\0{marker}");
+    assert!(
+        process_with_marker(&sleep_marker),
+        "the sandbox's sleeps are running"
+    );
+    child.kill().expect("SIGKILL airlock");
+    let _ = child.wait();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while process_with_marker(&sleep_marker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !process_with_marker(&sleep_marker),
+        "a process of the sandbox outlived airlock"
+    );
+}
