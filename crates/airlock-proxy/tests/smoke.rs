@@ -637,12 +637,14 @@ async fn websocket_upgrade_is_relayed_and_audited_once() -> TestResult {
 async fn passthrough_hosts_reach_the_upstream_certificate() -> TestResult {
     tokio::time::timeout(LIMIT, async {
         let (port, ca_pem) = start_tls_upstream().await?;
+        let log = tempfile::NamedTempFile::new()?;
+        let audit = AuditLog::open(&log.path().to_string_lossy())?;
         let proxy = start_proxy_with(
             &[format!("localhost:{port}")],
             &["localhost"],
             &ca_pem,
             TunnelRefusal::OnConnect,
-            AuditLog::disabled(),
+            audit.clone(),
         )
         .await?;
         let target = format!("localhost:{port}");
@@ -660,12 +662,39 @@ async fn passthrough_hosts_reach_the_upstream_certificate() -> TestResult {
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        let tls = TlsConnector::from(Arc::new(config))
+        let tls = TlsConnector::from(Arc::new(config.clone()))
             .connect(ServerName::try_from("localhost")?, TokioIo::new(tunnel))
             .await?;
         let (status, _, body) = h1_get(TokioIo::new(tls), "/direct", &target).await?;
         assert_eq!(status, StatusCode::OK);
         assert!(String::from_utf8_lossy(&body).contains(" /direct "));
+
+        // A passthrough tunnel is decided on the SNI: one naming another host is cut, not
+        // relayed (it would otherwise reach that host unseen through an allowed tunnel).
+        let (status, tunnel) = connect(proxy.addr, &target).await?;
+        assert_eq!(status, StatusCode::OK);
+        let tunnel = tunnel.map_err(|_| "no tunnel")?;
+        let fronted = TlsConnector::from(Arc::new(config))
+            .connect(
+                ServerName::try_from("elsewhere.test")?,
+                TokioIo::new(tunnel),
+            )
+            .await;
+        assert!(fronted.is_err(), "a passthrough tunnel relayed another SNI");
+        // Cut by the proxy, not by certificate verification: the refusal is logged.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            audit.flush();
+            let text = std::fs::read_to_string(log.path())?;
+            if text.contains("\"reason\":\"host_mismatch\"") {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no host_mismatch line for the fronted passthrough: {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         Ok(())
     })
     .await?
