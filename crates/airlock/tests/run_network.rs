@@ -373,3 +373,65 @@ fn node_fetch_and_git_clone_work_without_proxy_variables() {
         "{lines:?}"
     );
 }
+
+/// A CONNECT relay the command starts inside the jail: it can only dial out through the
+/// jail's capture, so it reaches nothing airlock would refuse.
+const INNER_RELAY: &str = r#"
+import socket, sys, threading
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", 8888)); server.listen(4); server.settimeout(30)
+print("RELAY=ready", flush=True)
+def pipe(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data: break
+            b.sendall(data)
+    except OSError: pass
+    finally:
+        for s in (a, b):
+            try: s.shutdown(socket.SHUT_RDWR)
+            except OSError: pass
+client, _ = server.accept(); client.settimeout(30)
+head = b""
+while b"\r\n\r\n" not in head and len(head) < 8192:
+    head += client.recv(1024)
+host, port = head.split(b" ")[1].decode().rsplit(":", 1)
+upstream = socket.create_connection((host, int(port)), timeout=30)
+client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+pipe(client, upstream)
+"#;
+
+#[test]
+fn inner_relays_and_route_changes_open_no_way_out() {
+    if !namespaces_available("inner_relays_and_route_changes_open_no_way_out") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let home = RunHome::new();
+    let relay = home.scratch().join("relay.py");
+    std::fs::write(&relay, INNER_RELAY).expect("write relay");
+    let script = format!(
+        "ip route del local 0.0.0.0/0 dev lo table local 2>/dev/null; echo \"ROUTE=$?\"; \
+         echo AFTER_ROUTE; curl -sS --max-time 20 https://refused.example/after-route; echo; \
+         python3 {} & sleep 1; \
+         echo RELAYED; curl -sS --max-time 20 -x http://127.0.0.1:8888 https://refused.example/relayed; echo; \
+         wait",
+        relay.display()
+    );
+    let (status, stdout, stderr) =
+        run_script(&home, &upstream_flags(&pki, &upstream, &home), &script);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("ROUTE=0") && !stdout.contains("ROUTE=127"),
+        "the command could change the jail's routes (or `ip` is missing): {stdout}"
+    );
+    let after_route = json_after(&stdout, "AFTER_ROUTE");
+    assert_eq!(after_route["reason"], "host_not_allowed", "{after_route}");
+    let relayed = json_after(&stdout, "RELAYED");
+    assert_eq!(relayed["reason"], "host_not_allowed", "{relayed}");
+    assert_eq!(relayed["path"], "/relayed", "{relayed}");
+    upstream.assert_untouched("route change and inner relay");
+}
