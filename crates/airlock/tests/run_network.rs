@@ -435,3 +435,44 @@ fn inner_relays_and_route_changes_open_no_way_out() {
     assert_eq!(relayed["path"], "/relayed", "{relayed}");
     upstream.assert_untouched("route change and inner relay");
 }
+
+#[test]
+fn pip_downloads_from_an_allowed_index_without_proxy_variables() {
+    if !namespaces_available("pip_downloads_from_an_allowed_index_without_proxy_variables") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let home = RunHome::new();
+    let index_root = home.scratch().join("index");
+    let index = support::fixture_server::FixtureServer::package_index(&pki, &index_root);
+    let mut flags = upstream_flags(&pki, &upstream, &home);
+    flags.extend([
+        "--resolve".to_owned(),
+        "other.test:127.0.0.1".to_owned(),
+        "--allow".to_owned(),
+        format!("other.test:{}", index.port),
+    ]);
+    let script = format!(
+        "python3 -m pip download --no-deps --no-cache-dir --disable-pip-version-check \
+         --index-url https://other.test:{}/simple/ -d downloads demo-pkg && echo DOWNLOADED",
+        index.port
+    );
+    let (status, stdout, stderr) = run_script(&home, &flags, &script);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("DOWNLOADED"), "{stdout}\n{stderr}");
+    assert!(
+        home.scratch()
+            .join("downloads")
+            .join("demo_pkg-1.0-py3-none-any.whl")
+            .is_file(),
+        "{stdout}"
+    );
+    let lines = home.audit_lines();
+    assert!(
+        lines.iter().any(|l| l["host"] == "other.test"
+            && l["decision"] == "allow"
+            && l["path"] == "/packages/demo_pkg-1.0-py3-none-any.whl"),
+        "{lines:?}"
+    );
+}

@@ -1,6 +1,6 @@
 //! Test servers run as python3 subprocesses from tests/fixtures/: a smart-HTTP git server
-//! over TLS (`git http-backend` as CGI) with a bare repository to serve, and a WebSocket
-//! echo server over TLS. Each prints its port on stdout and one `HIT ...` line per request
+//! over TLS (`git http-backend` as CGI) with a bare repository to serve, a WebSocket
+//! echo server over TLS, and a PEP 503 package index over TLS. Each prints its port on stdout and one `HIT ...` line per request
 //! on stderr, which is counted and kept.
 
 use std::io::{BufRead, BufReader};
@@ -48,6 +48,18 @@ impl FixtureServer {
             .arg(&pki.upstream_leaf_cert)
             .arg(&pki.upstream_leaf_key)
             .arg(password);
+        FixtureServer::start(command)
+    }
+
+    /// Starts a PEP 503 package index serving one wheel of `demo-pkg` 1.0, built under
+    /// `root`.
+    pub fn package_index(pki: &TestPki, root: &Path) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}package_index.py"))
+            .arg(root)
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key);
         FixtureServer::start(command)
     }
 
