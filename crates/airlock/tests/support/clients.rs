@@ -167,6 +167,18 @@ fn last_header_block(dump: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// [`curl`]: a GET of `url` over HTTP/1.1 with extra `headers` (`Name: value`).
+pub fn curl_get(proxy: &Proxy, pki: &TestPki, url: &str, headers: &[&str]) -> CurlResponse {
+    curl(
+        proxy,
+        pki,
+        &CurlRequest {
+            headers,
+            ..CurlRequest::get(url)
+        },
+    )
+}
+
 /// Runs curl through `proxy`, trusting only the proxy CA; at most 30 s.
 pub fn curl(proxy: &Proxy, pki: &TestPki, request: &CurlRequest<'_>) -> CurlResponse {
     let scratch = tempfile::tempdir().expect("curl tempdir");

@@ -14,7 +14,7 @@ pub mod proxy;
 pub mod raw;
 pub mod upstream;
 
-pub use clients::{CurlRequest, HttpVersion, curl, python_urllib, run_bounded};
+pub use clients::{CurlRequest, HttpVersion, curl, curl_get, python_urllib, run_bounded};
 pub use pki::TestPki;
 pub use proxy::{Proxy, ProxyBuilder};
 pub use raw::RawResponse;
