@@ -14,14 +14,8 @@ const CHUNK_BYTES: usize = 64 * 1024;
 
 fn credentials() -> Arc<Credentials> {
     let secret = |name: &str| Secret {
-        name: name.to_owned(),
-        source: SecretSource::Env(name.to_owned()),
-        hosts: Vec::new(),
-        headers: None,
-        inject: None,
-        surrogate: None,
         body: true,
-        foreign_allowed: false,
+        ..Secret::new(name, SecretSource::Env(name.to_owned()))
     };
     Arc::new(
         Credentials::new(vec![

@@ -15,14 +15,8 @@ const FIXED: &str = "fixed-surrogate";
 
 fn secret(name: &str, body: bool) -> Secret {
     Secret {
-        name: name.to_owned(),
-        source: SecretSource::Env(name.to_owned()),
-        hosts: Vec::new(),
-        headers: None,
-        inject: None,
-        surrogate: None,
         body,
-        foreign_allowed: false,
+        ..Secret::new(name, SecretSource::Env(name.to_owned()))
     }
 }
 

@@ -14,16 +14,7 @@ const OPENAI_REAL: &str = "sk-proj-RealOpenAiKey0123456789";
 const NPM_REAL: &str = "npm_RealNpmToken0123456789abcdefABCDEF";
 
 fn secret(name: &str) -> Secret {
-    Secret {
-        name: name.to_owned(),
-        source: SecretSource::Env(name.to_owned()),
-        hosts: Vec::new(),
-        headers: None,
-        inject: None,
-        surrogate: None,
-        body: false,
-        foreign_allowed: false,
-    }
+    Secret::new(name, SecretSource::Env(name.to_owned()))
 }
 
 fn credentials() -> Credentials {

@@ -124,6 +124,24 @@ pub struct Secret {
     pub foreign_allowed: bool,
 }
 
+impl Secret {
+    /// A secret named `name` read from `source`, every option at its default: no hosts
+    /// yet, swapped in every header, a generated surrogate, headers and query only,
+    /// foreign credentials refused.
+    pub fn new(name: impl Into<String>, source: SecretSource) -> Secret {
+        Secret {
+            name: name.into(),
+            source,
+            hosts: Vec::new(),
+            headers: None,
+            inject: None,
+            surrogate: None,
+            body: false,
+            foreign_allowed: false,
+        }
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Secret")

@@ -528,14 +528,9 @@ pub fn parse_secret(spec: &str) -> Result<Secret, RuleError> {
         }
     }
     Ok(Secret {
-        name: name.to_owned(),
-        source,
         hosts,
-        headers: None,
-        inject: None,
         surrogate,
-        body: false,
-        foreign_allowed: false,
+        ..Secret::new(name, source)
     })
 }
 

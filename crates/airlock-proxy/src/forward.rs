@@ -233,11 +233,7 @@ pub(crate) async fn serve(
         ));
     }
     let scrubber = shared.credentials.load().scrubber();
-    if parts
-        .headers
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
-    {
+    if is_encoded(&parts.headers) {
         // Asked for identity and got something else: it cannot be scrubbed, so it is not
         // passed on.
         exchange.set_status(502);
@@ -327,18 +323,12 @@ pub(crate) fn malformed<B>(
     message: &str,
 ) -> Response<ProxyBody> {
     let response = refusal::bad_request(message);
-    let (host, port) = match &context.origin {
-        Origin::Tunnel { host, port, .. } => (host.to_string(), *port),
-        Origin::Direct => (
-            request.uri().host().unwrap_or_default().to_owned(),
-            request.uri().port_u16().unwrap_or(80),
-        ),
-    };
-    let mut line = Line::new(LineKind::Http, host, port, context.id);
-    line.malformed = true;
-    line.method = Some(request.method().as_str().to_owned());
-    line.status = Some(response.status().as_u16());
-    line.write(&context.shared.audit);
+    log_malformed(
+        context,
+        Some(request),
+        Some(request.method().as_str()),
+        response.status().as_u16(),
+    );
     response
 }
 
@@ -346,17 +336,41 @@ pub(crate) fn malformed<B>(
 /// differing `Content-Length`s, an oversize head): hyper has answered it with a 4xx and
 /// closed the connection.
 pub(crate) fn log_parse_error(context: &ConnContext, error: &hyper::Error) {
-    if !(error.is_parse() || error.is_parse_too_large()) {
-        return;
+    if error.is_parse() || error.is_parse_too_large() {
+        let status = if error.is_parse_too_large() { 431 } else { 400 };
+        log_malformed::<()>(context, None, None, status);
     }
-    let (host, port) = match &context.origin {
-        Origin::Tunnel { host, port, .. } => (host.to_string(), *port),
-        Origin::Direct => (String::new(), 0),
+}
+
+/// One `bad_request` audit line: the tunnel's destination, or on a direct connection the
+/// request URI's host when there is a request to read it from.
+fn log_malformed<B>(
+    context: &ConnContext,
+    request: Option<&Request<B>>,
+    method: Option<&str>,
+    status: u16,
+) {
+    let (host, port) = match (&context.origin, request) {
+        (Origin::Tunnel { host, port, .. }, _) => (host.to_string(), *port),
+        (Origin::Direct, Some(request)) => (
+            request.uri().host().unwrap_or_default().to_owned(),
+            request.uri().port_u16().unwrap_or(80),
+        ),
+        (Origin::Direct, None) => (String::new(), 0),
     };
     let mut line = Line::new(LineKind::Http, host, port, context.id);
     line.malformed = true;
-    line.status = Some(if error.is_parse_too_large() { 431 } else { 400 });
+    line.method = method.map(str::to_owned);
+    line.status = Some(status);
     line.write(&context.shared.audit);
+}
+
+/// Whether `headers` declare a content coding other than identity (the body then cannot
+/// be scanned or scrubbed).
+fn is_encoded(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
 }
 
 /// What [`swap_credentials`] prepared for one request.
@@ -396,11 +410,7 @@ fn swap_credentials(
     let credentials = context.shared.credentials.load_full();
     credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
     let body_swap = credentials.body_swap(&in_scope);
-    if body_swap.is_some()
-        && headers
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
-    {
+    if body_swap.is_some() && is_encoded(headers) {
         return Err(Reason::BodyUninspectable);
     }
     let mut secrets = credentials.prepare_request(&in_scope, headers)?;

@@ -8,9 +8,11 @@
 //! head re-read from them (with `httparse`, the parser hyper uses) to see whether it also
 //! declared a length.
 //!
-//! The copy is bounded and costs one `memcpy` per read; the re-read happens only for
-//! requests with `Transfer-Encoding`, which agents rarely send.
+//! The bytes are kept in a ring, so each read costs one copy of what was read and nothing
+//! more; the re-read happens only for requests with `Transfer-Encoding`, which agents
+//! rarely send.
 
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,7 +33,7 @@ const MAX_FIELDS: usize = 256;
 /// A handle on one connection's recent bytes.
 #[derive(Clone, Default)]
 pub struct HeadTap {
-    recent: Arc<Mutex<Vec<u8>>>,
+    recent: Arc<Mutex<VecDeque<u8>>>,
 }
 
 impl HeadTap {
@@ -45,14 +47,10 @@ impl HeadTap {
 
     fn keep(&self, data: &[u8]) {
         let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        if data.len() >= RECENT_BYTES {
-            recent.clear();
-            recent.extend_from_slice(&data[data.len() - RECENT_BYTES..]);
-            return;
-        }
+        let data = &data[data.len().saturating_sub(RECENT_BYTES)..];
         let overflow = (recent.len() + data.len()).saturating_sub(RECENT_BYTES);
         recent.drain(..overflow);
-        recent.extend_from_slice(data);
+        recent.extend(data);
     }
 
     /// Whether the head of the request `method uri` that was just parsed also declared a
@@ -60,7 +58,8 @@ impl HeadTap {
     /// recent bytes and forgets everything up to its end, so the next request on the
     /// connection is looked for after it.
     pub fn declared_length(&self, method: &Method, uri: &Uri) -> bool {
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let recent = guard.make_contiguous();
         let target = uri.to_string();
         let path_and_query = uri.path_and_query().map(|p| p.as_str());
         let mut start = 0;
@@ -79,7 +78,7 @@ impl HeadTap {
                         .headers
                         .iter()
                         .any(|h| h.name.eq_ignore_ascii_case("content-length"));
-                    recent.drain(..start + end);
+                    guard.drain(..start + end);
                     return declared;
                 }
             }
@@ -169,6 +168,6 @@ mod tests {
         tap.keep(b"tail");
         let recent = tap.recent.lock().unwrap_or_else(PoisonError::into_inner);
         assert_eq!(recent.len(), RECENT_BYTES);
-        assert!(recent.ends_with(b"tail"));
+        assert!(recent.iter().rev().take(4).eq(b"liat".iter()));
     }
 }

@@ -188,18 +188,8 @@ fn sigterm_reaches_the_command() {
         "trap 'exit 42' TERM; touch {}; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exit 3",
         ready.display()
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["run", "--", "sh", "-c", &script])
-        .env("AIRLOCK_HOME", home.airlock_home())
-        .current_dir(home.scratch())
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn airlock run");
+    let mut child = spawn_until_ready(&home, &script, &ready);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !ready.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(ready.exists(), "the command never started");
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -308,6 +298,25 @@ except OSError:
     );
 }
 
+/// Starts `airlock run -- sh -c SCRIPT` in the background and waits (at most 30 s) until
+/// the script has created `ready`.
+fn spawn_until_ready(home: &RunHome, script: &str, ready: &std::path::Path) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--", "sh", "-c", script])
+        .env("AIRLOCK_HOME", home.airlock_home())
+        .current_dir(home.scratch())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn airlock run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ready.exists(), "the command never started");
+    child
+}
+
 /// Whether any process on the host has `marker` in its command line.
 fn process_with_marker(marker: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -329,19 +338,7 @@ fn killing_airlock_kills_the_whole_sandbox() {
     // A background grandchild and a foreground sleep, both tagged with a unique duration.
     let marker = format!("{}.{}", 500 + std::process::id() % 400, 25);
     let script = format!("sleep {marker} & touch {}; sleep {marker}", ready.display());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["run", "--", "sh", "-c", &script])
-        .env("AIRLOCK_HOME", home.airlock_home())
-        .current_dir(home.scratch())
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn airlock run");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !ready.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(ready.exists(), "the command never started");
+    let mut child = spawn_until_ready(&home, &script, &ready);
     let sleep_marker = format!("sleep\0{marker}");
     assert!(
         process_with_marker(&sleep_marker),
