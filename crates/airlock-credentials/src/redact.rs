@@ -14,6 +14,28 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 /// A base64 run shorter than this is not redacted on its own (too likely by chance).
 const MIN_BASE64_FRAGMENT: usize = 8;
 
+/// A matcher for `patterns` (each with its replacement at the same index) that reports,
+/// at the leftmost position, the longest pattern found there. The patterns are sorted
+/// longest first, with their replacements, and matched leftmost-first, which then means
+/// the same as leftmost-longest but lets aho-corasick use its SIMD ("packed") prefilter:
+/// the leftmost-longest mode falls back to a rare-byte prefilter, which degrades badly on
+/// traffic full of those bytes (measured: 40% of the proxy's CPU on a download of
+/// base64-like content).
+fn longest_first_matcher<R>(
+    patterns: &mut Vec<String>,
+    replacements: &mut Vec<R>,
+) -> Result<AhoCorasick, aho_corasick::BuildError> {
+    let mut pairs: Vec<(String, R)> = patterns.drain(..).zip(replacements.drain(..)).collect();
+    pairs.sort_by_key(|(pattern, _)| std::cmp::Reverse(pattern.len()));
+    for (pattern, replacement) in pairs {
+        patterns.push(pattern);
+        replacements.push(replacement);
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(patterns.iter())
+}
+
 /// Replaces real values in text. Cheap to clone.
 #[derive(Clone)]
 pub struct Redactor {
@@ -50,9 +72,7 @@ impl Redactor {
         if patterns.is_empty() {
             return Ok(Redactor { inner: None });
         }
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&patterns)?;
+        let matcher = longest_first_matcher(&mut patterns, &mut replacements)?;
         Ok(Redactor {
             inner: Some(Arc::new(Inner {
                 matcher,
@@ -123,9 +143,7 @@ impl Scrubber {
             .iter()
             .zip(&replacements)
             .all(|(from, to)| from.len() == to.len());
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&patterns)?;
+        let matcher = longest_first_matcher(&mut patterns, &mut replacements)?;
         Ok(Scrubber {
             inner: Some(Arc::new(ScrubInner {
                 matcher,
