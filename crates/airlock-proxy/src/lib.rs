@@ -30,4 +30,4 @@ mod write_through;
 
 pub use config::{Limits, ProxyConfig, TunnelRefusal};
 pub use server::{Proxy, SetupError};
-pub use transparent::NameLookup;
+pub use transparent::{Capture, NameLookup};

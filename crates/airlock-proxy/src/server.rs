@@ -26,7 +26,7 @@ use crate::config::{Limits, ProxyConfig, TunnelRefusal};
 use crate::forward;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
-use crate::transparent::{self, NameLookup};
+use crate::transparent::{self, Capture, NameLookup};
 use crate::upstream::{Upstream, UpstreamClient, UpstreamSetupError};
 
 /// The ALPN protocols offered to intercepted clients.
@@ -216,11 +216,13 @@ impl Proxy {
 
     /// Serves captured connections on `listeners` (transparent mode, see
     /// [`crate::transparent`]) until `shutdown` completes, then drains as [`Proxy::serve`]
-    /// does. `names` maps the sandbox DNS's addresses back to names.
+    /// does. `names` maps the sandbox DNS's addresses back to names; `capture` says how
+    /// each connection's original destination is found.
     pub async fn serve_transparent(
         self,
         listeners: Vec<TcpListener>,
         names: NameLookup,
+        capture: Capture,
         shutdown: impl Future<Output = ()>,
     ) {
         let proxy = Arc::new(self);
@@ -233,7 +235,12 @@ impl Proxy {
                     match listener.accept().await {
                         Ok((stream, peer)) => {
                             if let Some(context) = proxy.admit(&stream, peer, None) {
-                                tokio::spawn(transparent::serve(context, stream, names.clone()));
+                                tokio::spawn(transparent::serve(
+                                    context,
+                                    stream,
+                                    names.clone(),
+                                    capture,
+                                ));
                             }
                         }
                         Err(e) => accept_failed(e).await,

@@ -9,16 +9,43 @@
 //! host and port ([`crate::tunnel`]): TLS is intercepted and its SNI must name the same
 //! host, plain HTTP's `Host` must agree, other bytes pass only where a rule allows raw TCP.
 //! Refusals are always given inside the session (there is no CONNECT to answer).
+//!
+//! In gateway mode ([`Capture::Gateway`], `airlock proxy --transparent`) the proxy runs in
+//! its own namespace or host and connections reach it two ways: REDIRECTed by
+//! iptables/nftables (the original destination is read with `SO_ORIGINAL_DST` /
+//! `IP6T_SO_ORIGINAL_DST`, then mapped as above), or routed to the proxy's own address
+//! (no NAT entry, or one whose original destination is the accepted socket's own local
+//! address): the name is then the TLS SNI or the plain-HTTP `Host` and the port is the
+//! listener's. A connection to the proxy's own address that names no host is refused and
+//! logged (`host_mismatch`); it is never dialled.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
+use airlock_policy::Reason;
 use airlock_policy::canonical::{Host, canonical_host};
 use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::record::{Line, LineKind};
 use crate::server::ConnContext;
-use crate::tunnel;
+use crate::tunnel::{self, Sniffed};
+
+/// The most bytes read while looking for a plain-HTTP `Host` header on a connection to
+/// the gateway's own address.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// How a captured connection's original destination is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capture {
+    /// `airlock run`'s jail: every address is local, the accepted socket's local address
+    /// is the destination.
+    Jail,
+    /// `airlock proxy --transparent`: `SO_ORIGINAL_DST` for REDIRECTed connections, SNI or
+    /// `Host` for connections to the proxy's own address.
+    Gateway,
+}
 
 /// Maps an address the sandbox's DNS handed out back to the name it was handed out for;
 /// `None` for any other address.
@@ -33,14 +60,126 @@ pub fn destination_host(address: IpAddr, names: &NameLookup) -> Host {
 }
 
 /// Serves one captured connection.
-pub(crate) async fn serve(context: Arc<ConnContext>, stream: TcpStream, names: NameLookup) {
-    let Ok(original) = stream.local_addr() else {
+pub(crate) async fn serve(
+    context: Arc<ConnContext>,
+    mut stream: TcpStream,
+    names: NameLookup,
+    capture: Capture,
+) {
+    let Ok(local) = stream.local_addr() else {
         return;
     };
-    let host = destination_host(original.ip(), &names);
-    let port = original.port();
+    let redirected = match capture {
+        Capture::Jail => Some(local),
+        Capture::Gateway => original_destination(&stream).filter(|original| *original != local),
+    };
+    let mut buffer = BytesMut::new();
+    let host = match redirected {
+        Some(original) => destination_host(original.ip(), &names),
+        None => {
+            let timeout = context.shared.limits.handshake_timeout;
+            match named_host(&mut stream, &mut buffer, timeout).await {
+                Some(host) => host,
+                None => {
+                    let mut line = Line::new(
+                        LineKind::Tcp,
+                        local.ip().to_string(),
+                        local.port(),
+                        context.id,
+                    );
+                    line.reason = Some(Reason::HostMismatch);
+                    line.write(&context.shared.audit);
+                    return;
+                }
+            }
+        }
+    };
+    let port = redirected.unwrap_or(local).port();
     let decision = context.shared.policy.load().decide_tunnel(&host, port);
-    tunnel::serve(context, stream, BytesMut::new(), host, port, decision).await;
+    tunnel::serve(context, stream, buffer, host, port, decision).await;
+}
+
+/// The destination a REDIRECTed connection was addressed to, from the NAT table
+/// (`SO_ORIGINAL_DST`, or `IP6T_SO_ORIGINAL_DST` on an IPv6 socket); `None` when the
+/// kernel has no NAT entry for it (or is not Linux).
+pub fn original_destination(stream: &TcpStream) -> Option<SocketAddr> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::socket::{getsockopt, sockopt};
+        match stream.local_addr().ok()? {
+            SocketAddr::V4(_) => {
+                let raw = getsockopt(stream, sockopt::OriginalDst).ok()?;
+                let ip = Ipv4Addr::from(u32::from_be(raw.sin_addr.s_addr));
+                Some(SocketAddr::from((ip, u16::from_be(raw.sin_port))))
+            }
+            SocketAddr::V6(_) => {
+                let raw = getsockopt(stream, sockopt::Ip6tOriginalDst).ok()?;
+                let ip = Ipv6Addr::from(raw.sin6_addr.s6_addr);
+                Some(SocketAddr::from((ip, u16::from_be(raw.sin6_port))))
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        None
+    }
+}
+
+/// The host a connection to the gateway's own address names in its first bytes: the TLS
+/// SNI, or the plain-HTTP `Host` header (its port dropped). Every byte read stays in
+/// `buffer`. `None` when it names none (or an invalid one) within `timeout`.
+async fn named_host(
+    stream: &mut TcpStream,
+    buffer: &mut BytesMut,
+    timeout: std::time::Duration,
+) -> Option<Host> {
+    let reading = async {
+        if stream.read_buf(buffer).await.ok()? == 0 {
+            return None;
+        }
+        match tunnel::sniff(stream, buffer, timeout).await {
+            Sniffed::Tls(Some(Ok(name))) => Some(name),
+            Sniffed::Http => http_host(stream, buffer).await,
+            Sniffed::Tls(_) | Sniffed::Other | Sniffed::Closed => None,
+        }
+    };
+    tokio::time::timeout(timeout, reading).await.ok().flatten()
+}
+
+/// Reads a plain-HTTP request head (at most [`MAX_HEAD_BYTES`]) and returns its `Host`.
+async fn http_host(stream: &mut TcpStream, buffer: &mut BytesMut) -> Option<Host> {
+    loop {
+        if let Some(found) = host_header(buffer) {
+            return found;
+        }
+        if buffer.len() >= MAX_HEAD_BYTES || stream.read_buf(buffer).await.ok()? == 0 {
+            return None;
+        }
+    }
+}
+
+/// The `Host` of a request head: `None` while incomplete, `Some(None)` when complete (or
+/// malformed) without one valid `Host`.
+fn host_header(head: &[u8]) -> Option<Option<Host>> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(head) {
+        Ok(httparse::Status::Partial) => None,
+        Err(_) => Some(None),
+        Ok(httparse::Status::Complete(_)) => {
+            let mut hosts = request
+                .headers
+                .iter()
+                .filter(|header| header.name.eq_ignore_ascii_case("host"));
+            let (Some(host), None) = (hosts.next(), hosts.next()) else {
+                return Some(None);
+            };
+            let value = std::str::from_utf8(host.value).ok()?.trim();
+            let name = http::uri::Authority::try_from(value).ok()?;
+            Some(canonical_host(name.host()).ok())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -64,6 +203,19 @@ mod tests {
     fn other_addresses_are_ip_literals() {
         let host = destination_host(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9)), &pool_lookup());
         assert_eq!(host, Host::Ip(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9))));
+    }
+
+    #[test]
+    fn host_header_names_the_host_without_its_port() {
+        let head = b"GET / HTTP/1.1\r\nHost: Allowed.Test:8080\r\n\r\n";
+        assert_eq!(
+            host_header(head),
+            Some(Some(Host::Name("allowed.test".to_owned())))
+        );
+        assert_eq!(host_header(b"GET / HTTP/1.1\r\nHost: a"), None);
+        assert_eq!(host_header(b"GET / HTTP/1.1\r\n\r\n"), Some(None));
+        let twice = b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n";
+        assert_eq!(host_header(twice), Some(None));
     }
 
     #[test]

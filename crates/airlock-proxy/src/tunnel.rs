@@ -125,7 +125,7 @@ fn raw_allowed(tunnel: &TunnelDecision) -> bool {
 }
 
 /// What the first bytes of a tunnel are.
-enum Sniffed {
+pub(crate) enum Sniffed {
     /// A TLS ClientHello, with its server name if it has one (`Err` for an SNI that is
     /// not a valid host name).
     Tls(Option<Result<Host, ()>>),
@@ -137,7 +137,7 @@ enum Sniffed {
     Closed,
 }
 
-async fn sniff(
+pub(crate) async fn sniff(
     stream: &mut TcpStream,
     buffer: &mut BytesMut,
     timeout: std::time::Duration,

@@ -4,6 +4,7 @@
 //! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
 mod ca_cmd;
+mod gateway;
 #[cfg(target_os = "linux")]
 mod host_sockets;
 mod panic_redaction;

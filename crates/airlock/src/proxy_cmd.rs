@@ -46,6 +46,14 @@ pub struct ProxyArgs {
     /// Write `NAME=SURROGATE` lines (mode 0600) for every secret to this file.
     #[arg(long = "surrogates-out", value_name = "F")]
     pub surrogates_out: Option<PathBuf>,
+    /// Gateway mode: accept REDIRECTed or routed connections here (repeatable); the
+    /// explicit `--listen` proxy is then not opened.
+    #[arg(long = "transparent", value_name = "ADDR")]
+    pub transparent: Vec<SocketAddr>,
+    /// Gateway mode: answer the sandbox's DNS here, UDP and TCP (repeatable; needs
+    /// --transparent).
+    #[arg(long = "dns", value_name = "ADDR", requires = "transparent")]
+    pub dns: Vec<SocketAddr>,
 }
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
@@ -72,6 +80,7 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         }
     };
     let listen = args.listen;
+    let audit = config.audit.clone();
     runtime.block_on(async move {
         let proxy = match Proxy::new(config) {
             Ok(proxy) => proxy,
@@ -82,6 +91,9 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         };
         crate::rotation::watch_proxy(&proxy);
         crate::panic_redaction::install(&proxy);
+        if !args.transparent.is_empty() {
+            return run_gateway(&args, proxy, audit).await;
+        }
         let listener = match tokio::net::TcpListener::bind(listen).await {
             Ok(listener) => listener,
             Err(e) => {
@@ -101,6 +113,28 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         proxy.serve(listener, signals).await;
         ExitCode::SUCCESS
     })
+}
+
+/// Gateway mode: binds every `--transparent`/`--dns` address, then serves until
+/// SIGTERM/SIGINT.
+async fn run_gateway(args: &ProxyArgs, proxy: Proxy, audit: AuditLog) -> ExitCode {
+    let sockets = match crate::gateway::GatewaySockets::bind(&args.transparent, &args.dns).await {
+        Ok(sockets) => sockets,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let signals = match shutdown_signal() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("airlock: cannot install signal handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    sockets.announce();
+    sockets.serve(proxy, audit, signals).await;
+    ExitCode::SUCCESS
 }
 
 /// Everything read and checked before the proxy starts; every error found is returned.
@@ -143,6 +177,9 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
     let mut config = ProxyConfig::new(compiled, ca, credentials, audit);
     config.resolve = resolve;
     config.upstream_cas = args.upstream_ca.clone();
+    if !args.transparent.is_empty() {
+        config.tunnel_refusal = airlock_proxy::TunnelRefusal::InsideTls;
+    }
     Ok(config)
 }
 

@@ -716,7 +716,10 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
                 };
                 let serving =
                     airlock_dns::serve_handed_udp(socket, names.clone(), session.audit.clone());
-                services.spawn(until_stopped(serving, stop_signal(stopped.clone())));
+                services.spawn(crate::gateway::until_stopped(
+                    serving,
+                    stop_signal(stopped.clone()),
+                ));
             }
             Protocol::Tcp => {
                 let listener = match handed
@@ -736,22 +739,20 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
                 if port == 53 {
                     let serving =
                         airlock_dns::serve_tcp(listener, names.clone(), session.audit.clone());
-                    services.spawn(until_stopped(serving, stop_signal(stopped.clone())));
+                    services.spawn(crate::gateway::until_stopped(
+                        serving,
+                        stop_signal(stopped.clone()),
+                    ));
                 } else {
                     proxy_listeners.push(listener);
                 }
             }
         }
     }
-    let lookup_names = names.clone();
-    let name_lookup: airlock_proxy::NameLookup =
-        std::sync::Arc::new(move |address| match address {
-            std::net::IpAddr::V4(v4) => lookup_names.name_for(v4),
-            std::net::IpAddr::V6(_) => None,
-        });
     let serving = tokio::spawn(proxy.serve_transparent(
         proxy_listeners,
-        name_lookup,
+        crate::gateway::pool_lookup(&names),
+        airlock_proxy::Capture::Jail,
         stop_signal(stopped.clone()),
     ));
 
@@ -795,20 +796,4 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
 async fn run_namespace(_args: &RunArgs, _session: &Session, _config: ProxyConfig) -> i32 {
     eprintln!("airlock: --jail namespace needs Linux; choose --jail env");
     i32::from(SETUP_FAILED)
-}
-
-/// Runs a DNS server until it fails or `stop` completes; a failure is reported.
-#[cfg(target_os = "linux")]
-async fn until_stopped(
-    serving: impl std::future::Future<Output = std::io::Result<()>>,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    tokio::select! {
-        result = serving => {
-            if let Err(e) = result {
-                eprintln!("airlock: the sandbox's DNS server stopped: {e}");
-            }
-        }
-        () = stop => {}
-    }
 }
