@@ -25,7 +25,10 @@ fn bench(c: &mut Criterion) {
     let tools: Vec<String> = (0..20)
         .map(|i| format!(r#"{{"name":"tool_{i}","description":"does {i}","inputSchema":{{"type":"object"}}}}"#))
         .collect();
-    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#, tools.join(","));
+    let list = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#,
+        tools.join(",")
+    );
     c.bench_function("mcp_filter_tools_list_20", |b| {
         b.iter(|| filter_response(black_box(list.as_bytes()), &rule))
     });

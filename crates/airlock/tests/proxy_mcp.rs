@@ -326,3 +326,88 @@ fn bypass_attempts_are_decided_on_the_body() {
     }
     assert_eq!(s.server.hits(), 0, "the server saw {}", s.server_saw());
 }
+
+const OLD_TRANSPORT_CLIENT: &str = r#"
+import http.client, json, ssl, sys
+proxy_port, cafile, port, path = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+ctx = ssl.create_default_context(cafile=cafile)
+def connect():
+    c = http.client.HTTPSConnection("127.0.0.1", proxy_port, context=ctx, timeout=20)
+    c.set_tunnel("localhost", port)
+    return c
+def event(response):
+    lines = []
+    for _ in range(100):
+        line = response.readline().decode()
+        if not line:
+            return None
+        if line in ("\n", "\r\n"):
+            return lines
+        lines.append(line.rstrip("\r\n"))
+    return lines
+stream = connect()
+stream.request("GET", path, headers={"Accept": "text/event-stream"})
+response = stream.getresponse()
+out = {"status": response.status, "events": []}
+first = event(response)
+out["events"].append(first)
+if first:
+    endpoint = [l[5:].strip() for l in first if l.startswith("data:")][0]
+    post = connect()
+    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+    post.request("POST", endpoint, body=body, headers={"Content-Type": "application/json"})
+    out["post_status"] = post.getresponse().status
+    out["events"].append(event(response))
+print(json.dumps(out))
+"#;
+
+fn old_transport(s: &Setup, path: &str) -> Value {
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg("-c")
+        .arg(OLD_TRANSPORT_CLIENT)
+        .arg(s.proxy.port().to_string())
+        .arg(&s.pki.proxy_ca_cert)
+        .arg(s.server.port.to_string())
+        .arg(path);
+    let output = support::run_bounded(&mut command, std::time::Duration::from_secs(40));
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("client output ({e}): {:?} {}", output.stdout, output.stderr))
+}
+
+#[test]
+fn old_sse_transport_is_filtered_and_foreign_endpoints_end_the_stream() {
+    let pki = TestPki::new();
+    let server = FixtureServer::mcp(&pki);
+    let yaml = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+         mcp:\n  - host: localhost\n    path: \"/{{sse,sse-elsewhere,messages}}\"\n    tools: {{deny: [run_command, write_file]}}\n",
+        port = server.port
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&yaml)
+        .resolve_loopback("localhost")
+        .start();
+    let s = Setup { pki, server, proxy };
+    let out = old_transport(&s, "/sse");
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(out["post_status"], 202, "{out}");
+    let message = out["events"][1]
+        .as_array()
+        .expect("second event")
+        .iter()
+        .filter_map(|l| l.as_str()?.strip_prefix("data:"))
+        .collect::<String>();
+    let message: Value = serde_json::from_str(message.trim()).expect("message JSON");
+    assert_eq!(message["id"], 9);
+    let names: Vec<&str> = message["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["read_file"]);
+    // An endpoint outside the rule would let POSTs escape inspection: the stream ends.
+    let out = old_transport(&s, "/sse-elsewhere");
+    assert_eq!(out["events"], json!([null]), "{out}");
+}
