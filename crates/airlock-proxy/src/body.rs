@@ -11,8 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use airlock_credentials::{BodySwap, ScrubStream};
+use airlock_mcp::SseFilter;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
 use crate::record::Exchange;
@@ -30,8 +32,53 @@ enum Kind {
     Upstream {
         inner: Incoming,
         exchange: Option<Exchange>,
+        scrub: Option<Transform>,
+    },
+}
+
+/// How a streamed response body is rewritten on its way.
+enum Transform {
+    /// Real secret values become their surrogates.
+    Scrub(ScrubStream),
+    /// An MCP event stream is filtered (denied tools dropped), then optionally scrubbed.
+    Events {
+        filter: Box<SseFilter>,
         scrub: Option<ScrubStream>,
     },
+}
+
+impl Transform {
+    /// The rewritten bytes, or `None` when the stream must end here (an MCP event that
+    /// cannot be inspected is never passed on).
+    fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Transform::Scrub(stream) => Some(stream.push(data)),
+            Transform::Events { filter, scrub } => {
+                let filtered = filter.push(data).ok()?;
+                Some(match scrub {
+                    Some(stream) => stream.push(&filtered),
+                    None => filtered,
+                })
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        match self {
+            Transform::Scrub(stream) => stream.finish(),
+            Transform::Events { filter, scrub } => {
+                let rest = filter.finish();
+                match scrub {
+                    Some(stream) => {
+                        let mut out = stream.push(&rest);
+                        out.extend(stream.finish());
+                        out
+                    }
+                    None => rest,
+                }
+            }
+        }
+    }
 }
 
 impl ProxyBody {
@@ -68,7 +115,28 @@ impl ProxyBody {
             kind: Kind::Upstream {
                 inner,
                 exchange: Some(exchange),
-                scrub: Some(scrub),
+                scrub: Some(Transform::Scrub(scrub)),
+            },
+        }
+    }
+
+    /// An MCP server's event stream, filtered through `filter` (and `scrub` when the host
+    /// is a secret's), audited as [`ProxyBody::upstream`] is. An event the filter refuses
+    /// ends the stream there.
+    pub fn event_stream(
+        inner: Incoming,
+        exchange: Exchange,
+        filter: SseFilter,
+        scrub: Option<ScrubStream>,
+    ) -> Self {
+        ProxyBody {
+            kind: Kind::Upstream {
+                inner,
+                exchange: Some(exchange),
+                scrub: Some(Transform::Events {
+                    filter: Box::new(filter),
+                    scrub,
+                }),
             },
         }
     }
@@ -82,7 +150,8 @@ impl Body for ProxyBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Kind::Upstream {
                 inner,
@@ -93,7 +162,12 @@ impl Body for ProxyBody {
                 let polled = match (polled, scrub.as_mut()) {
                     (Poll::Ready(Some(Ok(frame))), Some(stream)) => match frame.into_data() {
                         Ok(data) => {
-                            let clean = stream.push(&data);
+                            let Some(clean) = stream.push(&data) else {
+                                // Dropping the upstream body and the exchange writes the
+                                // audit line; the client sees the stream end.
+                                this.kind = Kind::Full(None);
+                                return Poll::Ready(None);
+                            };
                             if clean.is_empty() {
                                 continue;
                             }
@@ -179,7 +253,7 @@ impl BodyReport {
 /// ends the body with an error (the upstream request is abandoned, nothing of the
 /// surrogate sent) and marks the [`BodyReport`] the caller turns into a refusal.
 pub struct UploadBody {
-    inner: Incoming,
+    inner: Either<Incoming, Full<Bytes>>,
     sent: Arc<AtomicU64>,
     swap: Option<BodySwap>,
     report: Arc<BodyReport>,
@@ -188,6 +262,16 @@ pub struct UploadBody {
 impl UploadBody {
     /// Wraps `inner`, adding every relayed data byte to `sent`.
     pub fn new(inner: Incoming, sent: Arc<AtomicU64>) -> Self {
+        Self::from_source(Either::Left(inner), sent)
+    }
+
+    /// A body already read into memory (an inspected MCP request), counted as
+    /// [`UploadBody::new`] counts.
+    pub fn buffered(bytes: Bytes, sent: Arc<AtomicU64>) -> Self {
+        Self::from_source(Either::Right(Full::new(bytes)), sent)
+    }
+
+    fn from_source(inner: Either<Incoming, Full<Bytes>>, sent: Arc<AtomicU64>) -> Self {
         UploadBody {
             inner,
             sent,
@@ -231,7 +315,7 @@ impl Body for UploadBody {
         loop {
             let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(Some(Ok(frame))) => match (frame.into_data(), this.swap.as_mut()) {
                     (Ok(data), Some(swap)) => match swap.push(&data) {
                         Ok(clean) if clean.is_empty() => continue,

@@ -19,12 +19,13 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body as _;
-use http_body_util::BodyExt as _;
+use http_body_util::{BodyExt as _, Either};
 use hyper::body::Incoming;
 
 use crate::body::{ProxyBody, UploadBody};
 use crate::connect;
 use crate::identity::{self, Destination, IdentityError, Origin};
+use crate::mcp::{self, Inspected};
 use crate::record::{Exchange, Line, LineKind};
 use crate::refusal::{self, Refused};
 use crate::server::ConnContext;
@@ -170,6 +171,43 @@ pub(crate) async fn serve(
     line.path = Some(path);
     line.query = query;
     line.secrets = secrets;
+    let mcp_rule = mcp::rule_for(
+        &shared.policy.load_full(),
+        &destination.host,
+        path_of(&line),
+    );
+    let (body, mcp_guard) = match mcp_rule {
+        None => (Either::Left(body), None),
+        Some(rule) => {
+            match mcp::inspect_request(
+                &context,
+                rule,
+                &line,
+                &destination.host,
+                &mut parts.headers,
+                body,
+            )
+            .await
+            {
+                Ok(Inspected::Forward { body, guard }) => (Either::Right(body), Some(guard)),
+                Ok(Inspected::Answered(response)) => return Ok(*response),
+                Err(reason) => {
+                    let decision = Decision::deny(reason, line.rule.take());
+                    let path = line.path.take();
+                    return Ok(refuse(
+                        &context,
+                        decision,
+                        &line.method.take().unwrap_or_default(),
+                        line.host,
+                        port,
+                        path,
+                        line.query.take(),
+                        line.scheme,
+                    ));
+                }
+            }
+        }
+    };
 
     let Some(uri) = upstream_uri(&destination, &path_and_query) else {
         let response = refusal::bad_request("the request target cannot be forwarded");
@@ -185,7 +223,10 @@ pub(crate) async fn serve(
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
-    let mut upload = UploadBody::new(body, sent.clone());
+    let mut upload = match body {
+        Either::Left(streamed) => UploadBody::new(streamed, sent.clone()),
+        Either::Right(buffered) => UploadBody::buffered(buffered, sent.clone()),
+    };
     let mut body_report = None;
     if let Some(swap) = body_swap {
         if swap.may_change_length() {
@@ -226,6 +267,18 @@ pub(crate) async fn serve(
     }
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
+    if scrub {
+        scrub_headers(&shared.credentials.load().scrubber(), &mut parts.headers);
+    }
+    let (mut parts, body, mut exchange) = match mcp_guard {
+        None => (parts, body, exchange),
+        Some(guard) => {
+            match mcp::filter_response(&context, guard, parts, body, exchange, scrub).await {
+                Ok(response) => return Ok(response),
+                Err(untouched) => untouched,
+            }
+        }
+    };
     if !scrub {
         return Ok(Response::from_parts(
             parts,
@@ -242,13 +295,6 @@ pub(crate) async fn serve(
              asked for identity encoding; it cannot be scrubbed of the real credential, so \
              it is not passed on",
         ));
-    }
-    for value in parts.headers.values_mut() {
-        if let Cow::Owned(clean) = scrubber.scrub(value.as_bytes())
-            && let Ok(clean) = HeaderValue::from_bytes(&clean)
-        {
-            *value = clean;
-        }
     }
     if !scrubber.preserves_length() {
         parts.headers.remove(header::CONTENT_LENGTH);
@@ -367,7 +413,7 @@ fn log_malformed<B>(
 
 /// Whether `headers` declare a content coding other than identity (the body then cannot
 /// be scanned or scrubbed).
-fn is_encoded(headers: &HeaderMap) -> bool {
+pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
@@ -438,6 +484,22 @@ fn swap_credentials(
         scrub,
         body_swap,
     })
+}
+
+/// Replaces real secret values in response header values by their surrogates.
+fn scrub_headers(scrubber: &airlock_credentials::Scrubber, headers: &mut HeaderMap) {
+    for value in headers.values_mut() {
+        if let Cow::Owned(clean) = scrubber.scrub(value.as_bytes())
+            && let Ok(clean) = HeaderValue::from_bytes(&clean)
+        {
+            *value = clean;
+        }
+    }
+}
+
+/// The canonical path of `line` (set for every forwarded request).
+fn path_of(line: &Line) -> &str {
+    line.path.as_deref().unwrap_or("/")
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

@@ -3,8 +3,8 @@
 //! One request travels in a straight line, each step owned by one module:
 //!
 //! accept ([`server`]) → identify the destination ([`connect`], [`tunnel`],
-//! [`identity`]) → canonicalise and decide (`airlock_policy`, in [`forward`]) → swap
-//! credentials (`airlock_credentials`) → resolve and guard the address ([`upstream`]) →
+//! [`identity`]) → canonicalise and decide (`airlock_policy`, in [`forward`]) → inspect MCP
+//! bodies ([`mcp`], `airlock_mcp`) → swap credentials (`airlock_credentials`) → resolve and guard the address ([`upstream`]) →
 //! forward, pooled ([`forward`], [`websocket`], [`relay`]) → audit ([`record`]).
 //!
 //! Refusals are built by [`refusal`]; the interception CA is [`ca`]; [`config`] holds what
@@ -17,6 +17,7 @@ mod connect;
 mod forward;
 mod head_tap;
 pub mod identity;
+mod mcp;
 pub mod record;
 pub mod refusal;
 pub mod relay;

@@ -26,6 +26,8 @@ pub enum LineKind {
     Ws,
     /// One raw TCP (or TLS passthrough) connection, at close or refusal.
     Tcp,
+    /// One MCP `tools/call` decision.
+    Mcp,
 }
 
 /// One audit line, before it is written.
@@ -65,6 +67,8 @@ pub struct Line {
     pub secrets: Vec<String>,
     /// The client connection's id.
     pub conn: u64,
+    /// The MCP tool name (`mcp` lines).
+    pub tool: Option<String>,
 }
 
 impl Line {
@@ -88,6 +92,7 @@ impl Line {
             ms: None,
             secrets: Vec::new(),
             conn,
+            tool: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl Line {
             LineKind::Http => airlock_audit::Kind::Http,
             LineKind::Ws => airlock_audit::Kind::Ws,
             LineKind::Tcp => airlock_audit::Kind::Tcp,
+            LineKind::Mcp => airlock_audit::Kind::Mcp,
         };
         let decision = if self.allowed {
             airlock_audit::Decision::Allow
@@ -123,6 +129,7 @@ impl Line {
             ms: self.ms,
             secrets: self.secrets,
             conn: Some(self.conn),
+            tool: self.tool,
             ..AuditEvent::default()
         });
     }

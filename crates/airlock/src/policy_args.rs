@@ -82,20 +82,11 @@ impl PolicyArgs {
     /// Reads, validates and combines every source, `--secret` flags included.
     ///
     /// This is the policy that will be *enforced* (`proxy`, `run`), so parts this version
-    /// validates but does not enforce yet (`mcp` tool rules, `routes`) are refused rather
-    /// than silently ignored: running with tool calls unchecked would be weaker than the
-    /// policy says.
+    /// validates but does not enforce yet (`routes`) are refused rather than silently
+    /// ignored.
     pub fn load(&self) -> Result<Policy, Vec<String>> {
         let policy = self.selection.load_with_secrets(&self.secrets)?;
         let mut errors = Vec::new();
-        if !policy.mcp.is_empty() {
-            errors.push(format!(
-                "the policy has {} `mcp` rule(s), which this version of airlock does not \
-                 enforce yet; remove them (and narrow the MCP hosts' allow rules) rather than \
-                 run with tool calls unchecked",
-                policy.mcp.len()
-            ));
-        }
         if !policy.routes.is_empty() {
             errors.push(format!(
                 "the policy has {} `routes` entr(ies), which this version of airlock does not \

@@ -51,18 +51,8 @@ fn airlock_failures_are_125_and_the_command_never_runs() {
     )
     .expect("write");
     let bad_policy = bad_policy.to_str().expect("utf-8 path").to_owned();
-    // Valid, but with rules this version cannot enforce: refused, not silently ignored.
-    let mcp_policy = home.scratch().join("mcp.yaml");
-    std::fs::write(
-        &mcp_policy,
-        "version: 1\nnetwork:\n  allow:\n    - host: mcp.example.com\n\
-         mcp:\n  - host: mcp.example.com\n    path: /mcp\n    tools: {deny: [run_command]}\n",
-    )
-    .expect("write");
-    let mcp_policy = mcp_policy.to_str().expect("utf-8 path").to_owned();
     let cases: Vec<Vec<&str>> = vec![
         vec!["--policy", &bad_policy, "--"],
-        vec!["--policy", &mcp_policy, "--"],
         vec!["--policy", "/nonexistent/policy.yaml", "--"],
         vec!["--secret", "AIRLOCK_TEST_MISSING_VAR@api.example", "--"],
         vec!["--allow", "bad host name!", "--"],

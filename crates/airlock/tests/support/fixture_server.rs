@@ -1,6 +1,6 @@
 //! Test servers run as python3 subprocesses from tests/fixtures/: a smart-HTTP git server
 //! over TLS (`git http-backend` as CGI) with a bare repository to serve, a WebSocket
-//! echo server over TLS, and a PEP 503 package index over TLS. Each prints its port on stdout and one `HIT ...` line per request
+//! echo server over TLS, a PEP 503 package index over TLS, and an MCP server over TLS. Each prints its port on stdout and one `HIT ...` line per request
 //! on stderr, which is counted and kept.
 
 use std::io::{BufRead, BufReader};
@@ -68,6 +68,16 @@ impl FixtureServer {
         let mut command = Command::new("python3");
         command
             .arg(format!("{FIXTURES}ws_echo_server.py"))
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key);
+        FixtureServer::start(command)
+    }
+
+    /// Starts the MCP server (Streamable HTTP on `/mcp`, old HTTP+SSE on `/sse`).
+    pub fn mcp(pki: &TestPki) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}mcp_server.py"))
             .arg(&pki.upstream_leaf_cert)
             .arg(&pki.upstream_leaf_key);
         FixtureServer::start(command)

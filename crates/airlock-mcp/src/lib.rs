@@ -1,0 +1,325 @@
+//! MCP inspection for airlock (pure, no I/O): parses a JSON-RPC request body (one message
+//! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule, builds
+//! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
+//! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
+//! advertised.
+//!
+//! Parsing is strict and fail-closed: the body must be UTF-8 JSON (no BOM, no comments,
+//! no UTF-16), every object this module looks into must have unique keys (a duplicate
+//! `name`, `method` or `params` is refused rather than guessed), and a `tools/call`
+//! without a string `params.name` is refused. Values this module does not change are
+//! passed on byte for byte (ids of any JSON type stay exactly as sent).
+
+mod json;
+mod sse;
+
+pub use sse::SseFilter;
+
+use airlock_policy::model::McpRule;
+use serde_json::value::RawValue;
+
+use crate::json::{Object, quote};
+
+/// The largest request or response body (and SSE event) inspected: 1 MiB.
+pub const BODY_LIMIT: usize = 1 << 20;
+
+/// Why a body cannot be inspected (the request is refused with `body_uninspectable`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Uninspectable {
+    /// The body is not UTF-8.
+    #[error("the body is not UTF-8 JSON")]
+    NotUtf8,
+    /// The body is not JSON (or not the JSON-RPC shape expected).
+    #[error("the body is not valid JSON: {0}")]
+    Json(String),
+    /// An object has the same key twice.
+    #[error("an object has the key {0:?} twice")]
+    DuplicateKey(String),
+    /// A batch with no message.
+    #[error("the batch is empty")]
+    EmptyBatch,
+    /// A message is not a JSON object.
+    #[error("a JSON-RPC message is not an object")]
+    NotAMessage,
+    /// A `tools/call` without a string `params.name`.
+    #[error("a tools/call has no string params.name")]
+    ToolNameMissing,
+    /// The body or SSE event is larger than [`BODY_LIMIT`].
+    #[error("the body is larger than {BODY_LIMIT} bytes")]
+    TooLarge,
+    /// An SSE stream breaks lines with a lone CR or announces an endpoint outside the rule.
+    #[error("the event stream cannot be inspected: {0}")]
+    Stream(&'static str),
+}
+
+/// Whether `rule` lets the tool `name` be called: the deny list is checked first and
+/// matches case-insensitively (Unicode lower case on both sides, so `Run_Command` is
+/// denied by `run_command`); then a non-empty allow list must contain `name` exactly
+/// (byte for byte, no case folding or Unicode normalisation).
+pub fn tool_allowed(rule: &McpRule, name: &str) -> bool {
+    let lower = name.to_lowercase();
+    if rule
+        .deny
+        .iter()
+        .any(|denied| denied.to_lowercase() == lower)
+    {
+        return false;
+    }
+    rule.allow.is_empty() || rule.allow.iter().any(|allowed| allowed == name)
+}
+
+/// One `tools/call` found in a request, in body order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// `params.name`.
+    pub tool: String,
+    /// Whether it is forwarded.
+    pub allowed: bool,
+}
+
+/// What to do with an inspected request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing denied: forward the body as it came.
+    Forward,
+    /// Everything that needed an answer was denied: answer with this JSON body (HTTP 200),
+    /// or with 202 and no body when only notifications were denied.
+    Answer(Option<String>),
+    /// A batch with some calls denied: forward `body` (the other messages, as a batch) and
+    /// [`merge`] the upstream's answer with the local errors along `plan`.
+    ForwardPart {
+        /// The smaller batch.
+        body: String,
+        /// One slot per answer expected, in the original order.
+        plan: Vec<Slot>,
+    },
+}
+
+/// One answer of a partly denied batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// Answered by airlock with this JSON-RPC error.
+    Local(String),
+    /// Answered by the upstream: the request's id, as sent (raw JSON text).
+    Upstream(String),
+}
+
+/// The result of inspecting a request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// Every `tools/call`, in order.
+    pub calls: Vec<Call>,
+    /// What to do.
+    pub action: Action,
+}
+
+/// One message of a request, classified.
+struct Message<'a> {
+    raw: &'a RawValue,
+    /// The id, raw, when the message is a request (not a notification).
+    id: Option<&'a RawValue>,
+    /// The denial error when it is a denied `tools/call`.
+    denied: Option<String>,
+}
+
+/// Inspects a request body against `rule`.
+pub fn inspect_request(body: &[u8], rule: &McpRule) -> Result<Inspection, Uninspectable> {
+    if body.len() > BODY_LIMIT {
+        return Err(Uninspectable::TooLarge);
+    }
+    let text = std::str::from_utf8(body).map_err(|_| Uninspectable::NotUtf8)?;
+    let (batch, raws) = json::split_batch(text)?;
+    let mut calls = Vec::new();
+    let mut messages = Vec::with_capacity(raws.len());
+    for raw in raws {
+        messages.push(classify(raw, rule, &mut calls)?);
+    }
+    let action = plan(batch, &messages);
+    Ok(Inspection { calls, action })
+}
+
+fn classify<'a>(
+    raw: &'a RawValue,
+    rule: &McpRule,
+    calls: &mut Vec<Call>,
+) -> Result<Message<'a>, Uninspectable> {
+    let object = Object::parse(raw)?;
+    let id = object.get("id");
+    let mut message = Message {
+        raw,
+        id,
+        denied: None,
+    };
+    let Some(method) = object.get("method") else {
+        return Ok(message);
+    };
+    let method: String = json::parse_as(method)?;
+    if method != "tools/call" {
+        return Ok(message);
+    }
+    let params = object.get("params").ok_or(Uninspectable::ToolNameMissing)?;
+    let params = Object::parse(params).map_err(|e| match e {
+        Uninspectable::NotAMessage => Uninspectable::ToolNameMissing,
+        other => other,
+    })?;
+    let name = params.get("name").ok_or(Uninspectable::ToolNameMissing)?;
+    let tool: String = json::parse_as(name).map_err(|_| Uninspectable::ToolNameMissing)?;
+    let allowed = tool_allowed(rule, &tool);
+    if !allowed {
+        message.denied = Some(denial(id, &tool));
+    }
+    calls.push(Call { tool, allowed });
+    Ok(message)
+}
+
+/// The JSON-RPC error for a denied call (PRODUCT.md §4), `id` copied as sent.
+pub fn denial(id: Option<&RawValue>, tool: &str) -> String {
+    let id = id.map_or("null", RawValue::get);
+    let tool_json = quote(tool);
+    let message = quote(&format!("tool call denied by policy: {tool}"));
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32602,\"message\":{message},\
+         \"data\":{{\"reason\":\"mcp_tool_denied\",\"tool\":{tool_json}}}}}}}"
+    )
+}
+
+fn plan(batch: bool, messages: &[Message<'_>]) -> Action {
+    if messages.iter().all(|m| m.denied.is_none()) {
+        return Action::Forward;
+    }
+    let errors: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.id.is_some())
+        .filter_map(|m| m.denied.as_deref())
+        .collect();
+    let forwarded: Vec<&Message<'_>> = messages.iter().filter(|m| m.denied.is_none()).collect();
+    if forwarded.is_empty() {
+        return Action::Answer(match (batch, errors.as_slice()) {
+            (_, []) => None,
+            (false, [one]) => Some((*one).to_owned()),
+            (_, many) => Some(format!("[{}]", many.join(","))),
+        });
+    }
+    let body = format!(
+        "[{}]",
+        forwarded
+            .iter()
+            .map(|m| m.raw.get())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let plan = messages
+        .iter()
+        .filter_map(|m| match (&m.denied, m.id) {
+            (Some(error), Some(_)) => Some(Slot::Local(error.clone())),
+            (None, Some(id)) if json::is_request(m.raw) => {
+                Some(Slot::Upstream(id.get().to_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    Action::ForwardPart { body, plan }
+}
+
+/// Merges the upstream's answer to a partly denied batch (a JSON array, one object, or
+/// nothing) with the local errors, in the original order: each upstream slot takes the
+/// first unused answer with the same id; answers matching no slot follow at the end.
+pub fn merge(plan: &[Slot], upstream: &[u8]) -> Result<String, Uninspectable> {
+    let text = std::str::from_utf8(upstream).map_err(|_| Uninspectable::NotUtf8)?;
+    let mut answers: Vec<(Option<String>, &RawValue)> = Vec::new();
+    if !text.trim().is_empty() {
+        for raw in json::split_batch(text)?.1 {
+            let object = Object::parse(raw)?;
+            let id = object.get("id").map(|id| json::compact(id.get()));
+            answers.push((id, raw));
+        }
+    }
+    let mut used = vec![false; answers.len()];
+    let mut out: Vec<&str> = Vec::new();
+    for slot in plan {
+        match slot {
+            Slot::Local(error) => out.push(error),
+            Slot::Upstream(id) => {
+                let id = json::compact(id);
+                if let Some(i) = (0..answers.len())
+                    .find(|&i| !used[i] && answers[i].0.as_deref() == Some(id.as_str()))
+                {
+                    used[i] = true;
+                    out.push(answers[i].1.get());
+                }
+            }
+        }
+    }
+    for (i, (_, raw)) in answers.iter().enumerate() {
+        if !used[i] {
+            out.push(raw.get());
+        }
+    }
+    Ok(format!("[{}]", out.join(",")))
+}
+
+/// Filters a JSON response body (one message or a batch): every `result.tools` array
+/// loses the tools `rule` does not allow (and entries without a string `name`). Returns
+/// `None` when nothing changed (the body is passed on as it came).
+pub fn filter_response(body: &[u8], rule: &McpRule) -> Result<Option<String>, Uninspectable> {
+    if body.len() > BODY_LIMIT {
+        return Err(Uninspectable::TooLarge);
+    }
+    let text = std::str::from_utf8(body).map_err(|_| Uninspectable::NotUtf8)?;
+    let (batch, raws) = json::split_batch(text)?;
+    let mut changed = false;
+    let mut out = Vec::with_capacity(raws.len());
+    for raw in raws {
+        match filter_message(raw, rule)? {
+            Some(new) => {
+                changed = true;
+                out.push(new);
+            }
+            None => out.push(raw.get().to_owned()),
+        }
+    }
+    Ok(changed.then(|| {
+        if batch {
+            format!("[{}]", out.join(","))
+        } else {
+            out.remove(0)
+        }
+    }))
+}
+
+/// One message with its `result.tools` filtered, or `None` if unchanged.
+fn filter_message(raw: &RawValue, rule: &McpRule) -> Result<Option<String>, Uninspectable> {
+    let mut message = Object::parse(raw)?;
+    let Some(result) = message.get("result") else {
+        return Ok(None);
+    };
+    let Ok(mut result) = Object::parse(result) else {
+        return Ok(None);
+    };
+    let Some(tools) = result.get("tools") else {
+        return Ok(None);
+    };
+    let tools: Vec<&RawValue> = json::parse_as(tools)?;
+    let mut kept = Vec::with_capacity(tools.len());
+    for tool in &tools {
+        let allowed = Object::parse(tool)
+            .ok()
+            .and_then(|entry| entry.get("name"))
+            .and_then(|name| json::parse_as::<String>(name).ok())
+            .is_some_and(|name| tool_allowed(rule, &name));
+        if allowed {
+            kept.push(tool.get());
+        }
+    }
+    if kept.len() == tools.len() {
+        return Ok(None);
+    }
+    let new_tools = format!("[{}]", kept.join(","));
+    result.set("tools", &new_tools);
+    let new_result = result.to_json();
+    message.set("result", &new_result);
+    Ok(Some(message.to_json()))
+}
+
+#[cfg(test)]
+mod tests;

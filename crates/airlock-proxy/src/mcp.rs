@@ -1,0 +1,256 @@
+//! The MCP step of the data path (HTTP glue around `airlock_mcp`): for a request on an
+//! `mcp` rule's host and path, the body is read (at most [`airlock_mcp::BODY_LIMIT`]),
+//! refused as `body_uninspectable` when it is compressed, oversize or not strict JSON-RPC,
+//! and each `tools/call` decided and audited (`kind: mcp`); denied calls are answered here
+//! (HTTP 200, JSON-RPC error), a partly denied batch is forwarded smaller and its answer
+//! merged. The response (JSON or event stream, any method) has denied tools removed from
+//! `tools/list` results; one that cannot be filtered is never passed on.
+
+use std::sync::Arc;
+
+use airlock_mcp::{Action, Inspection, Slot, SseFilter, Uninspectable};
+use airlock_policy::model::McpRule;
+use airlock_policy::{CompiledPolicy, Host, Reason};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Incoming;
+
+use crate::body::ProxyBody;
+use crate::forward::is_encoded;
+use crate::record::{Exchange, Line, LineKind};
+use crate::refusal;
+use crate::server::ConnContext;
+
+/// What the response step needs to know about an inspected MCP request.
+pub(crate) struct McpGuard {
+    rule: McpRule,
+    /// The local errors and upstream answers of a partly denied batch, in order.
+    plan: Option<Vec<Slot>>,
+    policy: Arc<CompiledPolicy>,
+    host: Host,
+}
+
+/// The outcome of the request step.
+pub(crate) enum Inspected {
+    /// Forward `body` (the original, or a smaller batch); filter the response with `guard`.
+    Forward { body: Bytes, guard: Box<McpGuard> },
+    /// Answered here (every call needing an answer was denied).
+    Answered(Box<Response<ProxyBody>>),
+}
+
+/// The `mcp` rule covering `host` and `path` (canonical, without query), if any.
+pub(crate) fn rule_for(policy: &Arc<CompiledPolicy>, host: &Host, path: &str) -> Option<McpRule> {
+    policy.mcp_rule(host, path).cloned()
+}
+
+/// Reads and decides an MCP request. `line` is the request's `http` line (destination,
+/// method, path) from which the `mcp` lines are made. `Err` is the refusal reason
+/// (`body_uninspectable`).
+pub(crate) async fn inspect_request(
+    context: &ConnContext,
+    rule: McpRule,
+    line: &Line,
+    host: &Host,
+    headers: &mut HeaderMap,
+    body: Incoming,
+) -> Result<Inspected, Reason> {
+    if is_encoded(headers) {
+        return Err(Reason::BodyUninspectable);
+    }
+    let bytes = Limited::new(body, airlock_mcp::BODY_LIMIT)
+        .collect()
+        .await
+        .map_err(|_| Reason::BodyUninspectable)?
+        .to_bytes();
+    // Responses are filtered, so they must come uncompressed.
+    headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    let guard = |plan| {
+        Box::new(McpGuard {
+            rule: rule.clone(),
+            plan,
+            policy: context.shared.policy.load_full(),
+            host: host.clone(),
+        })
+    };
+    if bytes.is_empty() {
+        return Ok(Inspected::Forward {
+            body: bytes,
+            guard: guard(None),
+        });
+    }
+    let Inspection { calls, action } =
+        airlock_mcp::inspect_request(&bytes, &rule).map_err(|_| Reason::BodyUninspectable)?;
+    for call in calls {
+        let mut call_line = Line::new(LineKind::Mcp, line.host.clone(), line.port, line.conn);
+        call_line.allowed = call.allowed;
+        call_line.rule = Some(rule.id.clone());
+        call_line.reason = (!call.allowed).then_some(Reason::McpToolDenied);
+        call_line.method = line.method.clone();
+        call_line.scheme = line.scheme;
+        call_line.path = line.path.clone();
+        call_line.tool = Some(call.tool);
+        call_line.write(&context.shared.audit);
+    }
+    Ok(match action {
+        Action::Forward => Inspected::Forward {
+            body: bytes,
+            guard: guard(None),
+        },
+        Action::ForwardPart { body, plan } => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+            Inspected::Forward {
+                body: Bytes::from(body),
+                guard: guard(Some(plan)),
+            }
+        }
+        Action::Answer(Some(answer)) => Inspected::Answered(Box::new(json_answer(answer))),
+        Action::Answer(None) => Inspected::Answered(Box::new(
+            Response::builder()
+                .status(StatusCode::ACCEPTED)
+                .body(ProxyBody::empty())
+                .unwrap_or_else(|_| refusal::bad_gateway("cannot build the answer")),
+        )),
+    })
+}
+
+/// An HTTP 200 JSON answer built by airlock.
+fn json_answer(body: String) -> Response<ProxyBody> {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-airlock-decision", "deny")
+        .body(ProxyBody::full(Bytes::from(body)))
+        .unwrap_or_else(|_| refusal::bad_gateway("cannot build the answer"))
+}
+
+/// The media type of `headers`' `Content-Type`, lower case, without parameters.
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Filters the upstream's response to an MCP request (and merges a partly denied batch).
+/// `scrub` says the host is a secret's (the body is scrubbed after filtering; the headers
+/// already were). `Err` gives the response back untouched for the normal path (a
+/// non-2xx answer that is neither JSON nor an event stream, or a 202/204 without a plan).
+pub(crate) async fn filter_response(
+    context: &ConnContext,
+    guard: Box<McpGuard>,
+    mut parts: Parts,
+    body: Incoming,
+    mut exchange: Exchange,
+    scrub: bool,
+) -> Result<Response<ProxyBody>, (Parts, Incoming, Exchange)> {
+    let scrubber = scrub.then(|| context.shared.credentials.load().scrubber());
+    let media = media_type(&parts.headers);
+    let status = parts.status;
+    if is_encoded(&parts.headers) {
+        exchange.set_status(502);
+        return Ok(refusal::bad_gateway(
+            "the MCP server sent a compressed response although airlock asked for identity; \
+             it cannot be filtered, so it is not passed on",
+        ));
+    }
+    if media == "text/event-stream" {
+        let locals: Vec<String> = guard
+            .plan
+            .iter()
+            .flatten()
+            .filter_map(|slot| match slot {
+                Slot::Local(error) => Some(error.clone()),
+                Slot::Upstream(_) => None,
+            })
+            .collect();
+        let McpGuard {
+            rule, policy, host, ..
+        } = *guard;
+        let rule_id = rule.id.clone();
+        let covered = Box::new(move |path: &str| {
+            policy
+                .mcp_rule(&host, path)
+                .is_some_and(|other| other.id == rule_id)
+        });
+        let filter = SseFilter::new(rule, covered, &locals);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        let scrub = scrubber.map(|s| s.stream());
+        return Ok(Response::from_parts(
+            parts,
+            ProxyBody::event_stream(body, exchange, filter, scrub),
+        ));
+    }
+    let is_json = media == "application/json";
+    let passes_as_is =
+        status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT || !status.is_success();
+    if !is_json && (guard.plan.is_none() && passes_as_is) {
+        return Err((parts, body, exchange));
+    }
+    let no_content = status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT;
+    if !(is_json || guard.plan.is_some() && no_content) {
+        exchange.set_status(502);
+        return Ok(refusal::bad_gateway(
+            "the MCP server answered with a body that is neither JSON nor an event stream; \
+             it cannot be filtered, so it is not passed on",
+        ));
+    }
+    let upstream = match Limited::new(body, airlock_mcp::BODY_LIMIT).collect().await {
+        Ok(collected) if is_json => collected.to_bytes(),
+        Ok(_) => Bytes::new(),
+        Err(_) => {
+            exchange.set_status(502);
+            return Ok(refusal::bad_gateway(
+                "the MCP server's answer could not be read whole (too large or cut)",
+            ));
+        }
+    };
+    let filtered = merge_and_filter(&guard, &upstream);
+    let Ok(filtered) = filtered else {
+        exchange.set_status(502);
+        return Ok(refusal::bad_gateway(
+            "the MCP server's answer is not strict JSON-RPC; it cannot be filtered, so it \
+             is not passed on",
+        ));
+    };
+    let mut out = filtered.map_or_else(|| upstream.to_vec(), String::into_bytes);
+    if let Some(scrubber) = scrubber {
+        out = scrubber.scrub(&out).into_owned();
+    }
+    exchange.add_bytes_down(out.len() as u64);
+    if guard.plan.is_some() {
+        parts.status = StatusCode::OK;
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
+    drop(exchange);
+    Ok(Response::from_parts(
+        parts,
+        ProxyBody::full(Bytes::from(out)),
+    ))
+}
+
+/// The merged (partly denied batch) and filtered JSON body; `None` when unchanged.
+fn merge_and_filter(guard: &McpGuard, upstream: &[u8]) -> Result<Option<String>, Uninspectable> {
+    let merged = match &guard.plan {
+        Some(plan) => Some(airlock_mcp::merge(plan, upstream)?),
+        None => None,
+    };
+    let text = merged.as_deref().map_or(upstream, str::as_bytes);
+    if text.is_empty() {
+        return Ok(merged);
+    }
+    Ok(airlock_mcp::filter_response(text, &guard.rule)?.or(merged))
+}
