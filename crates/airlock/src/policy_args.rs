@@ -87,27 +87,35 @@ impl PolicyArgs {
     /// policy says.
     pub fn load(&self) -> Result<Policy, Vec<String>> {
         let policy = self.selection.load_with_secrets(&self.secrets)?;
-        let mut errors = Vec::new();
-        if !policy.mcp.is_empty() {
-            errors.push(format!(
-                "the policy has {} `mcp` rule(s), which this version of airlock does not \
-                 enforce yet; remove them (and narrow the MCP hosts' allow rules) rather than \
-                 run with tool calls unchecked",
-                policy.mcp.len()
-            ));
-        }
-        if !policy.routes.is_empty() {
-            errors.push(format!(
-                "the policy has {} `routes` entr(ies), which this version of airlock does not \
-                 serve yet; remove them",
-                policy.routes.len()
-            ));
-        }
-        if errors.is_empty() {
-            Ok(policy)
-        } else {
-            Err(errors)
-        }
+        enforceable(&policy)?;
+        Ok(policy)
+    }
+}
+
+/// Whether this build can enforce every part of `policy`: `mcp` tool rules and `routes`
+/// are validated but not enforced yet, so they are refused (at startup and on every
+/// runtime change) rather than silently ignored.
+pub fn enforceable(policy: &Policy) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    if !policy.mcp.is_empty() {
+        errors.push(format!(
+            "the policy has {} `mcp` rule(s), which this version of airlock does not \
+             enforce yet; remove them (and narrow the MCP hosts' allow rules) rather than \
+             run with tool calls unchecked",
+            policy.mcp.len()
+        ));
+    }
+    if !policy.routes.is_empty() {
+        errors.push(format!(
+            "the policy has {} `routes` entr(ies), which this version of airlock does not \
+             serve yet; remove them",
+            policy.routes.len()
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
     }
 }
 
@@ -127,8 +135,15 @@ pub fn split_format(spec: &str) -> Result<(Option<SeedFormat>, &str), String> {
     Ok((None, spec))
 }
 
-/// Reads one `[FORMAT:]FILE` into a policy, named by its path for rule ids.
+/// Reads one `[FORMAT:]FILE` (or `git:REPO_DIR#BRANCH:PATH`) into a policy, named by its
+/// path (or the whole `git:` spec) for rule ids and errors.
 pub fn read_policy_source(spec: &str) -> Result<(String, Policy), Vec<String>> {
+    if let Some(git) = crate::git_source::parse(spec) {
+        let text = git.and_then(|git| git.read()).map_err(|e| vec![e])?;
+        return load::load_str(spec, &text)
+            .map(|policy| (spec.to_owned(), policy))
+            .map_err(|e| e.errors.iter().map(ToString::to_string).collect());
+    }
     let (format, path) = split_format(spec).map_err(|e| vec![e])?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("{path}: cannot read policy: {e}")])?;

@@ -46,12 +46,22 @@ pub struct ProxyArgs {
     /// Write `NAME=SURROGATE` lines (mode 0600) for every secret to this file.
     #[arg(long = "surrogates-out", value_name = "F")]
     pub surrogates_out: Option<PathBuf>,
+    /// Serve the admin API on `unix:PATH` (a socket of mode 0600) or a TCP address (which
+    /// needs --admin-token-file).
+    #[arg(long, value_name = "unix:PATH|ADDR")]
+    pub admin: Option<airlock_control::Listen>,
+    /// A file holding the admin API's bearer token (required on every call when given).
+    #[arg(long = "admin-token-file", value_name = "F", requires = "admin")]
+    pub admin_token_file: Option<PathBuf>,
 }
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
 pub fn run(args: ProxyArgs) -> ExitCode {
-    let config = match prepare(&args) {
-        Ok(config) => config,
+    let (config, token) = match prepare(&args).and_then(|config| {
+        let token = crate::admin::read_token(&args)?;
+        Ok((config, token))
+    }) {
+        Ok(prepared) => prepared,
         Err(errors) => {
             for error in errors {
                 eprintln!("airlock: {error}");
@@ -72,6 +82,7 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         }
     };
     let listen = args.listen;
+    let audit = config.audit.clone();
     runtime.block_on(async move {
         let proxy = match Proxy::new(config) {
             Ok(proxy) => proxy,
@@ -80,6 +91,13 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        match crate::admin::start(&args, &proxy, &audit, token.as_deref()).await {
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!("airlock: {e}");
+                return ExitCode::from(1);
+            }
+        }
         crate::rotation::watch_proxy(&proxy);
         crate::panic_redaction::install(&proxy);
         let listener = match tokio::net::TcpListener::bind(listen).await {
@@ -129,6 +147,10 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
     }
     let ca = load_ca(args).map_err(|e| errors.push(e)).ok();
     let audit = match args.log.as_deref() {
+        // The admin API streams and counts audit lines even when none are kept.
+        None if args.admin.is_some() => AuditLog::discarding()
+            .map_err(|e| errors.push(e.to_string()))
+            .ok(),
         None => Some(AuditLog::disabled()),
         Some(dest) => AuditLog::open(dest)
             .map_err(|e| errors.push(format!("--log {dest}: {e}")))
