@@ -324,9 +324,7 @@ fn write_loop(
         while let Some(message) = next {
             match message {
                 Message::Event { ts, event } => {
-                    if !failed
-                        && let Err(err) = write_line(&mut sink, &ts, &event, state)
-                    {
+                    if !failed && let Err(err) = write_line(&mut sink, &ts, &event, state) {
                         failed = true;
                         state.fail(&err.to_string());
                     }
@@ -349,7 +347,12 @@ fn write_loop(
     }
 }
 
-fn write_line(sink: &mut impl Write, ts: &str, event: &AuditEvent, state: &Health) -> io::Result<()> {
+fn write_line(
+    sink: &mut impl Write,
+    ts: &str,
+    event: &AuditEvent,
+    state: &Health,
+) -> io::Result<()> {
     let line = Line::new(ts, event);
     let (filter, tap) = (state.filter.get(), state.tap.get());
     if filter.is_none() && tap.is_none() {

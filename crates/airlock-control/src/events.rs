@@ -121,7 +121,9 @@ mod tests {
     fn denials_ring_is_bounded_and_ordered() {
         let hub = Hub::default();
         for i in 0..DENIALS_CAPACITY + 5 {
-            hub.observe(&format!(r#"{{"kind":"http","decision":"deny","port":{i}}}"#));
+            hub.observe(&format!(
+                r#"{{"kind":"http","decision":"deny","port":{i}}}"#
+            ));
         }
         hub.observe(r#"{"kind":"http","decision":"allow"}"#);
         let all = hub.denials(usize::MAX);

@@ -79,7 +79,9 @@ impl Metrics {
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
-        out.push_str("# HELP airlock_decisions_total Audit lines by kind, decision and refusal reason.\n");
+        out.push_str(
+            "# HELP airlock_decisions_total Audit lines by kind, decision and refusal reason.\n",
+        );
         out.push_str("# TYPE airlock_decisions_total counter\n");
         for ((kind, decision, reason), count) in self
             .decisions
@@ -122,12 +124,33 @@ impl Metrics {
                 latency.count
             );
             let _ = writeln!(out, "airlock_request_duration_seconds_sum {}", latency.sum);
-            let _ = writeln!(out, "airlock_request_duration_seconds_count {}", latency.count);
+            let _ = writeln!(
+                out,
+                "airlock_request_duration_seconds_count {}",
+                latency.count
+            );
         }
-        gauge(&mut out, "airlock_open_connections", "Client connections open now.", gauges.open_connections as u64);
-        gauge(&mut out, "airlock_policy_version", "Version of the policy in force.", gauges.policy_version);
-        gauge(&mut out, "airlock_certificate_cache_size", "Interception certificates cached.", gauges.cached_certificates as u64);
-        out.push_str("# HELP airlock_events_lagged_total Event-stream lines lost by slow subscribers.\n");
+        gauge(
+            &mut out,
+            "airlock_open_connections",
+            "Client connections open now.",
+            gauges.open_connections as u64,
+        );
+        gauge(
+            &mut out,
+            "airlock_policy_version",
+            "Version of the policy in force.",
+            gauges.policy_version,
+        );
+        gauge(
+            &mut out,
+            "airlock_certificate_cache_size",
+            "Interception certificates cached.",
+            gauges.cached_certificates as u64,
+        );
+        out.push_str(
+            "# HELP airlock_events_lagged_total Event-stream lines lost by slow subscribers.\n",
+        );
         out.push_str("# TYPE airlock_events_lagged_total counter\n");
         let _ = writeln!(out, "airlock_events_lagged_total {}", gauges.events_lagged);
         out
@@ -135,5 +158,8 @@ impl Metrics {
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+    );
 }

@@ -139,12 +139,14 @@ impl Admin {
                         source,
                     })
             }
-            Listen::Unix(path) => bind_unix(path).map(Bound::Unix).map_err(|source| {
-                AdminError::Bind {
-                    what: format!("unix:{}", path.display()),
-                    source,
-                }
-            }),
+            Listen::Unix(path) => {
+                bind_unix(path)
+                    .map(Bound::Unix)
+                    .map_err(|source| AdminError::Bind {
+                        what: format!("unix:{}", path.display()),
+                        source,
+                    })
+            }
         }
     }
 
@@ -166,7 +168,10 @@ impl Admin {
         }
     }
 
-    async fn connection(self: Arc<Self>, stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static) {
+    async fn connection(
+        self: Arc<Self>,
+        stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    ) {
         let service = service_fn(move |request| {
             let admin = self.clone();
             async move { Ok::<_, Infallible>(admin.handle(request).await) }
@@ -183,9 +188,10 @@ impl Admin {
                 StatusCode::UNAUTHORIZED,
                 &serde_json::json!({"error": "missing or wrong bearer token"}),
             );
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
             return response;
         }
         let path = request.uri().path().to_owned();
@@ -215,7 +221,10 @@ impl Admin {
                 StatusCode::METHOD_NOT_ALLOWED,
                 &serde_json::json!({"error": "method not allowed"}),
             ),
-            _ => json(StatusCode::NOT_FOUND, &serde_json::json!({"error": "no such route"})),
+            _ => json(
+                StatusCode::NOT_FOUND,
+                &serde_json::json!({"error": "no such route"}),
+            ),
         }
     }
 
@@ -262,7 +271,13 @@ impl Admin {
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            });
         let json_type = matches!(content_type.as_deref(), Some("application/json"));
         let yaml_type = matches!(
             content_type.as_deref(),
@@ -278,7 +293,10 @@ impl Admin {
                 .to_owned(),
             }]);
         }
-        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES).collect().await {
+        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
+            .collect()
+            .await
+        {
             Ok(body) => body.to_bytes(),
             Err(e) => {
                 return invalid(vec![Problem {
@@ -295,12 +313,14 @@ impl Admin {
         };
         let candidate = match kind {
             Kind::Native => load::load_str("body", text),
-            Kind::Trustyclaw => import::import(SeedFormat::Trustyclaw, "body", text).map(|network| {
-                // Only the network rules are replaced; secrets and the rest stay.
-                let mut policy = self.store.current().1.policy().clone();
-                policy.network = network.network;
-                policy
-            }),
+            Kind::Trustyclaw => {
+                import::import(SeedFormat::Trustyclaw, "body", text).map(|network| {
+                    // Only the network rules are replaced; secrets and the rest stay.
+                    let mut policy = self.store.current().1.policy().clone();
+                    policy.network = network.network;
+                    policy
+                })
+            }
         };
         let candidate = match candidate {
             Ok(candidate) => candidate,
@@ -310,7 +330,10 @@ impl Admin {
                 return invalid(problems);
             }
         };
-        match self.store.replace(candidate, Source::Api, if_match.as_deref()) {
+        match self
+            .store
+            .replace(candidate, Source::Api, if_match.as_deref())
+        {
             Ok(stamp) => json(
                 StatusCode::OK,
                 &serde_json::json!({"version": stamp.version, "etag": stamp.etag}),
@@ -352,7 +375,11 @@ impl Admin {
         let hub = self.hub.clone();
         tokio::spawn(async move {
             // A comment first, so that the client sees the stream is open.
-            if sender.send(Bytes::from_static(b": airlock events\n\n")).await.is_err() {
+            if sender
+                .send(Bytes::from_static(b": airlock events\n\n"))
+                .await
+                .is_err()
+            {
                 return;
             }
             loop {
@@ -381,7 +408,10 @@ impl Admin {
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("text/event-stream"),
         );
-        headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+        headers.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
         response
     }
 }
@@ -403,7 +433,9 @@ impl http_body::Body for SseBody {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
+        self.0
+            .poll_recv(cx)
+            .map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
     }
 }
 

@@ -227,7 +227,9 @@ mod tests {
 
     fn store(text: &str) -> PolicyStore {
         let policy = load_str("start", text).unwrap();
-        let live = Arc::new(ArcSwap::from_pointee(CompiledPolicy::compile(&policy).unwrap()));
+        let live = Arc::new(ArcSwap::from_pointee(
+            CompiledPolicy::compile(&policy).unwrap(),
+        ));
         PolicyStore::new(live, Arc::new(|_| Ok(())), AuditLog::disabled())
     }
 
@@ -236,7 +238,9 @@ mod tests {
         let store = store("version: 1\nnetwork:\n  allow: [{host: a.example}]\n");
         let (first, _) = store.current();
         let next = load_str("b", "version: 1\nnetwork:\n  allow: [{host: b.example}]\n").unwrap();
-        let stamp = store.replace(next.clone(), Source::Api, Some(&first.etag)).unwrap();
+        let stamp = store
+            .replace(next.clone(), Source::Api, Some(&first.etag))
+            .unwrap();
         assert_eq!(stamp.version, 2);
         assert_ne!(stamp.etag, first.etag);
         let refused = store.replace(next, Source::Api, Some(&first.etag));

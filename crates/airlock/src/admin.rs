@@ -16,9 +16,8 @@ pub fn read_token(args: &ProxyArgs) -> Result<Option<String>, Vec<String>> {
     let token = match &args.admin_token_file {
         None => None,
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                vec![format!("--admin-token-file {}: {e}", path.display())]
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| vec![format!("--admin-token-file {}: {e}", path.display())])?;
             let token = text.trim().to_owned();
             if token.is_empty() {
                 return Err(vec![format!(

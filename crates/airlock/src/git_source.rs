@@ -56,7 +56,11 @@ impl GitSource {
 
     fn git_dir(&self) -> PathBuf {
         let dot_git = self.repo.join(".git");
-        if dot_git.is_dir() { dot_git } else { self.repo.clone() }
+        if dot_git.is_dir() {
+            dot_git
+        } else {
+            self.repo.clone()
+        }
     }
 
     fn git(&self, args: &[&str]) -> Result<Vec<u8>, String> {
@@ -100,7 +104,14 @@ mod tests {
             }))
         );
         assert!(parse("policy.yaml").is_none());
-        for bad in ["git:", "git:/r", "git:/r#main", "git:/r#:p", "git:#main:p", "git:/r#main:"] {
+        for bad in [
+            "git:",
+            "git:/r",
+            "git:/r#main",
+            "git:/r#:p",
+            "git:#main:p",
+            "git:/r#main:",
+        ] {
             assert!(matches!(parse(bad), Some(Err(_))), "{bad}");
         }
     }

@@ -35,7 +35,11 @@ fn stamp(spec: &str) -> Stamp {
 }
 
 fn stamps(args: &PolicyArgs) -> Vec<Stamp> {
-    args.selection.policies.iter().map(|spec| stamp(spec)).collect()
+    args.selection
+        .policies
+        .iter()
+        .map(|spec| stamp(spec))
+        .collect()
 }
 
 /// Starts the SIGHUP handler and the source poller; they end with the runtime.
