@@ -444,3 +444,116 @@ fn wait_for(mut condition: impl FnMut() -> bool, what: &str, context: &str) {
     }
     panic!("timed out waiting for {what}\n{context}");
 }
+
+/// Four keep-alive clients (python3 http.client through CONNECT) hammer `/old/x` while the
+/// main thread PUTs a policy that refuses it; prints every request's (thread, start, end,
+/// status) and the PUT's start and end, all on one monotonic clock.
+const LOAD_SCRIPT: &str = r#"
+import http.client, json, socket, ssl, sys, threading, time
+proxy_host, proxy_port, ca, port, sock_path, body = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+ctx = ssl.create_default_context(cafile=ca)
+results, errors, lock = [], [], threading.Lock()
+put = {}
+def worker(index):
+    conn = http.client.HTTPSConnection(proxy_host, proxy_port, context=ctx, timeout=20)
+    conn.set_tunnel("localhost", port)
+    count = 0
+    while count < 400 and (count < 60 or "end" not in put or count < 300):
+        start = time.monotonic()
+        try:
+            conn.request("GET", "/old/x")
+            response = conn.getresponse()
+            response.read()
+            status = response.status
+        except Exception as e:
+            with lock: errors.append(repr(e))
+            return
+        end = time.monotonic()
+        with lock: results.append([index, start, end, status])
+        count += 1
+class Unix(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(sock_path)
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+while True:
+    with lock:
+        if len(results) >= 240: break
+    time.sleep(0.005)
+admin = Unix("admin")
+put["start"] = time.monotonic()
+admin.request("PUT", "/v1/policy", body=body, headers={"Content-Type": "application/yaml"})
+reply = admin.getresponse()
+put["status"] = reply.status
+put["body"] = reply.read().decode()
+put["end"] = time.monotonic()
+for t in threads: t.join()
+print(json.dumps({"results": results, "errors": errors, "put": put}))
+"#;
+
+#[test]
+fn put_under_load_switches_every_client_at_one_point() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let builder = ProxyBuilder::new(&pki).resolve_loopback("localhost");
+    let target = unix_admin(builder.dir());
+    let ports = format!("localhost\n      ports: [{}]", upstream.port());
+    let proxy = builder
+        .policy(&OLD.replace("localhost", &ports))
+        .arg("--admin")
+        .arg(&target)
+        .start();
+    let mut command = Command::new("python3");
+    command
+        .args(["-c", LOAD_SCRIPT, "127.0.0.1", &proxy.port().to_string()])
+        .arg(&pki.proxy_ca_cert)
+        .arg(upstream.port().to_string())
+        .arg(target.strip_prefix("unix:").unwrap())
+        .arg(NEW.replace("localhost", &ports));
+    let output = run_bounded(&mut command, Duration::from_secs(120));
+    assert!(
+        output.status.is_some_and(|s| s.success()),
+        "{}",
+        output.stderr
+    );
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(report["errors"], serde_json::json!([]), "failed requests");
+    assert_eq!(report["put"]["status"], 200, "{}", report["put"]);
+    let (put_start, put_end) = (
+        report["put"]["start"].as_f64().unwrap(),
+        report["put"]["end"].as_f64().unwrap(),
+    );
+    let results = report["results"].as_array().unwrap();
+    assert!(results.len() >= 1000, "only {} requests", results.len());
+    let mut switched = [false; 4];
+    for row in results {
+        let (thread, start, end, status) = (
+            row[0].as_u64().unwrap() as usize,
+            row[1].as_f64().unwrap(),
+            row[2].as_f64().unwrap(),
+            row[3].as_u64().unwrap(),
+        );
+        assert!(status == 200 || status == 403, "status {status}");
+        if end < put_start {
+            assert_eq!(status, 200, "a request done before the PUT was refused");
+        }
+        if start > put_end {
+            assert_eq!(status, 403, "a request started after the PUT was allowed");
+        }
+        // Each client's sequence is allow* then deny*: one switch point.
+        if status == 403 {
+            switched[thread] = true;
+        } else {
+            assert!(
+                !switched[thread],
+                "client {thread} was allowed again after a refusal"
+            );
+        }
+    }
+    assert!(
+        switched.iter().all(|s| *s),
+        "some client never saw the new policy"
+    );
+    assert!(results.iter().any(|r| r[3] == 200) && results.iter().any(|r| r[3] == 403));
+}
