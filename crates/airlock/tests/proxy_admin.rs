@@ -557,3 +557,79 @@ fn put_under_load_switches_every_client_at_one_point() {
     );
     assert!(results.iter().any(|r| r[3] == 200) && results.iter().any(|r| r[3] == 403));
 }
+
+#[test]
+fn openapi_file_matches_the_server() {
+    let spec_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
+    let script = "import sys, json, yaml\nd = yaml.safe_load(open(sys.argv[1]))\n\
+        print(json.dumps({p: {m: sorted(o['responses']) for m, o in ops.items()} for p, ops in d['paths'].items()}))";
+    let mut command = Command::new("python3");
+    command.args(["-c", script, spec_path]);
+    let output = run_bounded(&mut command, Duration::from_secs(20));
+    assert!(
+        output.status.is_some_and(|s| s.success()),
+        "{}",
+        output.stderr
+    );
+    let documented = json(&String::from_utf8_lossy(&output.stdout));
+    let mut documented_routes: Vec<(String, String)> = Vec::new();
+    let pki = TestPki::new();
+    let builder = ProxyBuilder::new(&pki);
+    let target = unix_admin(builder.dir());
+    let _proxy = builder.arg("--admin").arg(&target).start();
+    for (path, methods) in documented.as_object().unwrap() {
+        for (method, statuses) in methods.as_object().unwrap() {
+            documented_routes.push((method.to_uppercase(), path.clone()));
+            let method = method.to_uppercase();
+            if path == "/v1/events" {
+                // A stream: curl stops it after a second; its headers say 200.
+                let mut command = Command::new("curl");
+                command.args([
+                    "-sS",
+                    "-N",
+                    "--max-time",
+                    "1",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--unix-socket",
+                ]);
+                command
+                    .arg(target.strip_prefix("unix:").unwrap())
+                    .arg("http://admin/v1/events");
+                let output = run_bounded(&mut command, Duration::from_secs(10));
+                assert_eq!(String::from_utf8_lossy(&output.stdout), "200");
+                continue;
+            }
+            let body = (method == "PUT").then_some("{}");
+            let (status, text) = admin(
+                &target,
+                &method,
+                path,
+                &["Content-Type: application/json"],
+                body,
+            );
+            let statuses: Vec<&str> = statuses
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            assert!(
+                statuses.contains(&status.to_string().as_str()),
+                "{method} {path} answered {status} ({text}), documented {statuses:?}"
+            );
+        }
+    }
+    documented_routes.sort();
+    let mut served: Vec<(String, String)> = airlock_control::server::ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    served.sort();
+    assert_eq!(
+        documented_routes, served,
+        "docs/openapi.yaml and the server's routes differ"
+    );
+}
