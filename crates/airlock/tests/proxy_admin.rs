@@ -633,3 +633,37 @@ fn openapi_file_matches_the_server() {
         "docs/openapi.yaml and the server's routes differ"
     );
 }
+
+#[test]
+fn events_stream_in_order_with_the_deny_filter() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let builder = ProxyBuilder::new(&pki).resolve_loopback("localhost");
+    let target = unix_admin(builder.dir());
+    let ports = format!("localhost\n      ports: [{}]", upstream.port());
+    let proxy = builder
+        .policy(&OLD.replace("localhost", &ports))
+        .arg("--admin")
+        .arg(&target)
+        .start();
+    let mut stream = Command::new("curl")
+        .args(["-sS", "-N", "--max-time", "6", "--unix-socket"])
+        .arg(target.strip_prefix("unix:").unwrap())
+        .arg("http://admin/v1/events?decision=deny")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    std::thread::sleep(Duration::from_millis(700));
+    let url = |path: &str| format!("https://localhost:{}{path}", upstream.port());
+    for path in ["/new/1", "/old/allowed", "/new/2", "/new/3"] {
+        curl(&proxy, &pki, &CurlRequest::get(&url(path)));
+    }
+    let output = stream.wait_with_output().expect("curl output");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let paths: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| json(l)["path"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(paths, ["/new/1", "/new/2", "/new/3"], "{text}");
+}
