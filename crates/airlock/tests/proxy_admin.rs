@@ -667,3 +667,51 @@ fn events_stream_in_order_with_the_deny_filter() {
         .collect();
     assert_eq!(paths, ["/new/1", "/new/2", "/new/3"], "{text}");
 }
+
+#[test]
+fn trustyclaw_endpoint_takes_the_importer_fixtures() {
+    let fixtures = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../airlock-policy/tests/fixtures/import/trustyclaw"
+    );
+    let pki = TestPki::new();
+    let builder = ProxyBuilder::new(&pki);
+    let target = unix_admin(builder.dir());
+    let _proxy = builder.policy(OLD).arg("--admin").arg(&target).start();
+    let put = |file: &str| {
+        let body = std::fs::read_to_string(format!("{fixtures}/{file}")).unwrap();
+        admin(
+            &target,
+            "PUT",
+            "/v1/network/policy",
+            &["Content-Type: application/json"],
+            Some(&body),
+        )
+    };
+    let (status, body) = put("invalid.json");
+    assert_eq!(status, 400, "{body}");
+    assert!(!json(&body)["errors"].as_array().unwrap().is_empty());
+    let (status, body) = put("network-policy.json");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["version"], 2);
+    let (_, body) = admin(&target, "GET", "/v1/policy", &[], None);
+    let policy = json(&body);
+    let expected = airlock_policy::import::import(
+        airlock_policy::import::SeedFormat::Trustyclaw,
+        "body",
+        &std::fs::read_to_string(format!("{fixtures}/network-policy.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        policy["policy"]["network"]["allow"]
+            .as_array()
+            .unwrap()
+            .len(),
+        expected.network.allow.len(),
+        "{body}"
+    );
+    assert!(
+        !body.contains("/old/**"),
+        "the old network rules stayed: {body}"
+    );
+}
