@@ -646,7 +646,7 @@ fn events_stream_in_order_with_the_deny_filter() {
         .arg("--admin")
         .arg(&target)
         .start();
-    let mut stream = Command::new("curl")
+    let stream = Command::new("curl")
         .args(["-sS", "-N", "--max-time", "6", "--unix-socket"])
         .arg(target.strip_prefix("unix:").unwrap())
         .arg("http://admin/v1/events?decision=deny")
