@@ -154,16 +154,14 @@ impl Admin {
     pub async fn serve(self: Arc<Self>, bound: Bound) {
         loop {
             match &bound {
-                Bound::Unix(listener) => {
-                    if let Ok((stream, _)) = listener.accept().await {
-                        tokio::spawn(self.clone().connection(stream));
-                    }
-                }
-                Bound::Tcp(listener) => {
-                    if let Ok((stream, _)) = listener.accept().await {
-                        tokio::spawn(self.clone().connection(stream));
-                    }
-                }
+                Bound::Unix(listener) => match listener.accept().await {
+                    Ok((stream, _)) => drop(tokio::spawn(self.clone().connection(stream))),
+                    Err(_) => accept_backoff().await,
+                },
+                Bound::Tcp(listener) => match listener.accept().await {
+                    Ok((stream, _)) => drop(tokio::spawn(self.clone().connection(stream))),
+                    Err(_) => accept_backoff().await,
+                },
             }
         }
     }
@@ -437,6 +435,11 @@ impl http_body::Body for SseBody {
             .poll_recv(cx)
             .map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
     }
+}
+
+/// After a failed accept (out of descriptors, say), wait a little instead of spinning.
+async fn accept_backoff() {
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
 fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
