@@ -148,6 +148,8 @@ struct Health {
     healthy: AtomicBool,
     /// Applied to every serialised line before it is written ([`AuditLog::redact_with`]).
     filter: OnceLock<LineFilter>,
+    /// Handed every line as written ([`AuditLog::tap_with`]).
+    tap: OnceLock<LineTap>,
     /// Serialises the one-time stderr notice.
     reported: Mutex<bool>,
 }
@@ -157,6 +159,7 @@ impl std::fmt::Debug for Health {
         f.debug_struct("Health")
             .field("healthy", &self.healthy)
             .field("filtered", &self.filter.get().is_some())
+            .field("tapped", &self.tap.get().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -176,6 +179,10 @@ impl Health {
 /// A last rewrite of each serialised line (the credentials' redactor: a real secret value
 /// that reached an event anyway is written as `[REDACTED:NAME]`).
 pub type LineFilter = Arc<dyn for<'a> Fn(&'a str) -> Cow<'a, str> + Send + Sync>;
+
+/// Receives every line exactly as written (after the [`LineFilter`], without the newline),
+/// on the writer thread: it must not block (hand the line on with a non-blocking send).
+pub type LineTap = Arc<dyn Fn(&str) + Send + Sync>;
 
 enum Message {
     Event { ts: String, event: Box<AuditEvent> },
@@ -203,6 +210,12 @@ impl AuditLog {
         Self::with_sink(sink, QUEUE_CAPACITY)
     }
 
+    /// A log that writes nowhere but still serialises, filters and hands every line to its
+    /// [tap](AuditLog::tap_with) (no `--log`, but an admin API streaming events).
+    pub fn discarding() -> Result<AuditLog, AuditError> {
+        Self::with_sink(Box::new(io::sink()), QUEUE_CAPACITY)
+    }
+
     /// A log that drops every event and is always healthy (no `--log`).
     pub fn disabled() -> AuditLog {
         AuditLog { inner: None }
@@ -213,6 +226,7 @@ impl AuditLog {
         let state = Arc::new(Health {
             healthy: AtomicBool::new(true),
             filter: OnceLock::new(),
+            tap: OnceLock::new(),
             reported: Mutex::new(false),
         });
         let writer_state = Arc::clone(&state);
@@ -254,6 +268,14 @@ impl AuditLog {
     pub fn redact_with(&self, filter: LineFilter) {
         if let Some(inner) = &self.inner {
             let _ = inner.state.filter.set(filter);
+        }
+    }
+
+    /// Sets the tap every written line is handed to (the admin API's event stream); only
+    /// the first call has an effect. A disabled log has no lines and ignores it.
+    pub fn tap_with(&self, tap: LineTap) {
+        if let Some(inner) = &self.inner {
+            let _ = inner.state.tap.set(tap);
         }
     }
 
@@ -302,9 +324,7 @@ fn write_loop(
         while let Some(message) = next {
             match message {
                 Message::Event { ts, event } => {
-                    if !failed
-                        && let Err(err) = write_line(&mut sink, &ts, &event, state.filter.get())
-                    {
+                    if !failed && let Err(err) = write_line(&mut sink, &ts, &event, state) {
                         failed = true;
                         state.fail(&err.to_string());
                     }
@@ -331,14 +351,21 @@ fn write_line(
     sink: &mut impl Write,
     ts: &str,
     event: &AuditEvent,
-    filter: Option<&LineFilter>,
+    state: &Health,
 ) -> io::Result<()> {
     let line = Line::new(ts, event);
-    match filter {
-        None => serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?,
-        Some(filter) => {
-            let text = serde_json::to_string(&line).map_err(io::Error::other)?;
-            sink.write_all(filter(&text).as_bytes())?;
+    let (filter, tap) = (state.filter.get(), state.tap.get());
+    if filter.is_none() && tap.is_none() {
+        serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?;
+    } else {
+        let text = serde_json::to_string(&line).map_err(io::Error::other)?;
+        let text = match filter {
+            Some(filter) => filter(&text),
+            None => Cow::Borrowed(text.as_str()),
+        };
+        sink.write_all(text.as_bytes())?;
+        if let Some(tap) = tap {
+            tap(&text);
         }
     }
     sink.write_all(b"\n")

@@ -117,6 +117,9 @@ pub struct TunnelDecision {
     /// Whether non-HTTP bytes may pass as raw TCP (some matching allow rule has no
     /// methods, paths or regexes).
     pub raw_tcp_allowed: bool,
+    /// Whether the host is `tls_passthrough` (decided by the same policy snapshot, so that
+    /// a policy swapped mid-connection cannot split the two answers).
+    pub passthrough: bool,
 }
 
 /// One network rule in matching form.
@@ -570,6 +573,7 @@ impl CompiledPolicy {
                     Some(self.policy.network.deny[index].id.clone()),
                 ),
                 raw_tcp_allowed: false,
+                passthrough: self.is_passthrough(host),
             };
         }
         let mut allowed: Option<usize> = None;
@@ -585,10 +589,12 @@ impl CompiledPolicy {
             Some(index) => TunnelDecision {
                 decision: Decision::allow(self.policy.network.allow[index].id.clone()),
                 raw_tcp_allowed,
+                passthrough: self.is_passthrough(host),
             },
             None => TunnelDecision {
                 decision: Decision::deny(Reason::HostNotAllowed, None),
                 raw_tcp_allowed: false,
+                passthrough: self.is_passthrough(host),
             },
         }
     }

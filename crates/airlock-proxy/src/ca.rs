@@ -310,6 +310,11 @@ impl CertificateAuthority {
         Ok(self.cache().insert(host.clone(), minted, now))
     }
 
+    /// How many leaf certificates are cached (a metrics gauge).
+    pub fn cached_leaves(&self) -> usize {
+        self.cache().entries.len()
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, LeafCache> {
         // The cache holds no invariant a panicking holder could break halfway.
         self.leaves.lock().unwrap_or_else(PoisonError::into_inner)

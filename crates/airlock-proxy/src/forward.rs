@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use airlock_credentials::BodySwap;
 use airlock_policy::canonical::PathUnsafe;
-use airlock_policy::{CanonicalRequest, Decision, Reason};
+use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
@@ -105,7 +105,9 @@ pub(crate) async fn serve(
         destination.port,
         &path_and_query,
     );
-    let decision = shared.policy.load().decide(&canonical);
+    // One snapshot decides the whole request, even if the policy is swapped meanwhile.
+    let policy = shared.policy.load_full();
+    let decision = policy.decide(&canonical);
     let CanonicalRequest {
         method,
         host,
@@ -143,6 +145,7 @@ pub(crate) async fn serve(
         body_swap,
     } = match swap_credentials(
         &context,
+        &policy,
         &destination,
         &mut path_and_query,
         &mut parts.headers,
@@ -171,11 +174,7 @@ pub(crate) async fn serve(
     line.path = Some(path);
     line.query = query;
     line.secrets = secrets;
-    let mcp_rule = mcp::rule_for(
-        &shared.policy.load_full(),
-        &destination.host,
-        path_of(&line),
-    );
+    let mcp_rule = mcp::rule_for(&policy, &destination.host, path_of(&line));
     let (body, mcp_guard) = match mcp_rule {
         None => (Either::Left(body), None),
         Some(rule) => {
@@ -436,11 +435,11 @@ struct Prepared {
 /// `Content-Encoding` cannot be and is refused (`body_uninspectable`).
 fn swap_credentials(
     context: &ConnContext,
+    policy: &CompiledPolicy,
     destination: &Destination,
     path_and_query: &mut String,
     headers: &mut HeaderMap,
 ) -> Result<Prepared, Reason> {
-    let policy = context.shared.policy.load();
     if policy.policy().secrets.is_empty() {
         return Ok(Prepared {
             secrets: Vec::new(),

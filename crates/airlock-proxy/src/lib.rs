@@ -30,5 +30,5 @@ mod websocket;
 mod write_through;
 
 pub use config::{Limits, ProxyConfig, TunnelRefusal};
-pub use server::{Proxy, SetupError};
+pub use server::{Gauges, Proxy, SetupError};
 pub use transparent::{Capture, NameLookup};

@@ -96,6 +96,27 @@ impl ConnContext {
     }
 }
 
+/// Live figures of a running proxy, for the admin API's metrics; cheap to clone.
+#[derive(Clone)]
+pub struct Gauges {
+    connections: Arc<Semaphore>,
+    max_connections: usize,
+    ca: Arc<CertificateAuthority>,
+}
+
+impl Gauges {
+    /// Client connections being served now (tunnels included).
+    pub fn open_connections(&self) -> usize {
+        self.max_connections
+            .saturating_sub(self.connections.available_permits())
+    }
+
+    /// Interception certificates in the cache.
+    pub fn cached_certificates(&self) -> usize {
+        self.ca.cached_leaves()
+    }
+}
+
 /// A built proxy, ready to serve a listener.
 pub struct Proxy {
     shared: Arc<Shared>,
@@ -185,6 +206,15 @@ impl Proxy {
     /// at runtime (surrogates must stay the same).
     pub fn credentials(&self) -> &Arc<ArcSwap<Credentials>> {
         &self.shared.credentials
+    }
+
+    /// Live figures (open connections, certificate cache size) that outlive `serve`.
+    pub fn gauges(&self) -> Gauges {
+        Gauges {
+            connections: self.connections.clone(),
+            max_connections: self.shared.limits.max_connections,
+            ca: self.shared.ca.clone(),
+        }
     }
 
     /// The policy in force; store a new `Arc<CompiledPolicy>` to change it at runtime.

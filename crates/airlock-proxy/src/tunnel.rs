@@ -223,7 +223,7 @@ async fn tls(
     sni: Option<Result<Host, ()>>,
 ) {
     let shared = &context.shared;
-    if shared.policy.load().is_passthrough(&host) {
+    if tunnel.passthrough {
         if !tunnel.decision.is_allow() {
             return refuse_raw(&context, &host, port, &tunnel);
         }

@@ -3,13 +3,16 @@
 //! Exit statuses follow PRODUCT.md §6: usage errors are 2 (clap's own), `policy check`
 //! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
+mod admin;
 mod ca_cmd;
 mod gateway;
 #[cfg(target_os = "linux")]
+mod git_source;
 mod host_sockets;
 mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
+mod policy_reload;
 mod proxy_cmd;
 mod rotation;
 mod run_cmd;

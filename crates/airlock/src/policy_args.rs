@@ -86,20 +86,23 @@ impl PolicyArgs {
     /// ignored.
     pub fn load(&self) -> Result<Policy, Vec<String>> {
         let policy = self.selection.load_with_secrets(&self.secrets)?;
-        let mut errors = Vec::new();
-        if !policy.routes.is_empty() {
-            errors.push(format!(
-                "the policy has {} `routes` entr(ies), which this version of airlock does not \
-                 serve yet; remove them",
-                policy.routes.len()
-            ));
-        }
-        if errors.is_empty() {
-            Ok(policy)
-        } else {
-            Err(errors)
-        }
+        enforceable(&policy)?;
+        Ok(policy)
     }
+}
+
+/// Whether this build can enforce every part of `policy`: `routes` are validated but not
+/// served yet, so a policy with routes is refused (at startup and on every runtime change)
+/// rather than run with them silently ignored.
+pub fn enforceable(policy: &Policy) -> Result<(), Vec<String>> {
+    if policy.routes.is_empty() {
+        return Ok(());
+    }
+    Err(vec![format!(
+        "the policy has {} `routes` entr(ies), which this version of airlock does not \
+         serve yet; remove them",
+        policy.routes.len()
+    )])
 }
 
 /// Splits `[FORMAT:]FILE` into the seed format (if the prefix names one) and the path.
@@ -118,8 +121,15 @@ pub fn split_format(spec: &str) -> Result<(Option<SeedFormat>, &str), String> {
     Ok((None, spec))
 }
 
-/// Reads one `[FORMAT:]FILE` into a policy, named by its path for rule ids.
+/// Reads one `[FORMAT:]FILE` (or `git:REPO_DIR#BRANCH:PATH`) into a policy, named by its
+/// path (or the whole `git:` spec) for rule ids and errors.
 pub fn read_policy_source(spec: &str) -> Result<(String, Policy), Vec<String>> {
+    if let Some(git) = crate::git_source::parse(spec) {
+        let text = git.and_then(|git| git.read()).map_err(|e| vec![e])?;
+        return load::load_str(spec, &text)
+            .map(|policy| (spec.to_owned(), policy))
+            .map_err(|e| e.errors.iter().map(ToString::to_string).collect());
+    }
     let (format, path) = split_format(spec).map_err(|e| vec![e])?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("{path}: cannot read policy: {e}")])?;

@@ -54,12 +54,22 @@ pub struct ProxyArgs {
     /// --transparent).
     #[arg(long = "dns", value_name = "ADDR", requires = "transparent")]
     pub dns: Vec<SocketAddr>,
+    /// Serve the admin API on `unix:PATH` (a socket of mode 0600) or a TCP address (which
+    /// needs --admin-token-file).
+    #[arg(long, value_name = "unix:PATH|ADDR")]
+    pub admin: Option<airlock_control::Listen>,
+    /// A file holding the admin API's bearer token (required on every call when given).
+    #[arg(long = "admin-token-file", value_name = "F", requires = "admin")]
+    pub admin_token_file: Option<PathBuf>,
 }
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
 pub fn run(args: ProxyArgs) -> ExitCode {
-    let config = match prepare(&args) {
-        Ok(config) => config,
+    let (config, token) = match prepare(&args).and_then(|config| {
+        let token = crate::admin::read_token(&args)?;
+        Ok((config, token))
+    }) {
+        Ok(prepared) => prepared,
         Err(errors) => {
             for error in errors {
                 eprintln!("airlock: {error}");
@@ -89,10 +99,26 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        match crate::admin::start(&args, &proxy, &audit, token.as_deref()).await {
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!("airlock: {e}");
+                return ExitCode::from(1);
+            }
+        }
         crate::rotation::watch_proxy(&proxy);
         crate::panic_redaction::install(&proxy);
+        // Installed before anything is announced: a SIGTERM sent as soon as the
+        // "listening" line appears must stop the proxy cleanly, not kill it.
+        let signals = match shutdown_signal() {
+            Ok(signals) => signals,
+            Err(e) => {
+                eprintln!("airlock: cannot install signal handlers: {e}");
+                return ExitCode::from(1);
+            }
+        };
         if !args.transparent.is_empty() {
-            return run_gateway(&args, proxy, audit).await;
+            return run_gateway(&args, proxy, audit, signals).await;
         }
         let listener = match tokio::net::TcpListener::bind(listen).await {
             Ok(listener) => listener,
@@ -103,13 +129,6 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         };
         let bound = listener.local_addr().unwrap_or(listen);
         eprintln!("airlock: proxy listening on {bound}");
-        let signals = match shutdown_signal() {
-            Ok(signals) => signals,
-            Err(e) => {
-                eprintln!("airlock: cannot install signal handlers: {e}");
-                return ExitCode::from(1);
-            }
-        };
         proxy.serve(listener, signals).await;
         ExitCode::SUCCESS
     })
@@ -117,18 +136,16 @@ pub fn run(args: ProxyArgs) -> ExitCode {
 
 /// Gateway mode: binds every `--transparent`/`--dns` address, then serves until
 /// SIGTERM/SIGINT.
-async fn run_gateway(args: &ProxyArgs, proxy: Proxy, audit: AuditLog) -> ExitCode {
+async fn run_gateway(
+    args: &ProxyArgs,
+    proxy: Proxy,
+    audit: AuditLog,
+    signals: impl std::future::Future<Output = ()> + Send + 'static,
+) -> ExitCode {
     let sockets = match crate::gateway::GatewaySockets::bind(&args.transparent, &args.dns).await {
         Ok(sockets) => sockets,
         Err(e) => {
             eprintln!("airlock: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let signals = match shutdown_signal() {
-        Ok(signals) => signals,
-        Err(e) => {
-            eprintln!("airlock: cannot install signal handlers: {e}");
             return ExitCode::from(1);
         }
     };
@@ -163,6 +180,10 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
     }
     let ca = load_ca(args).map_err(|e| errors.push(e)).ok();
     let audit = match args.log.as_deref() {
+        // The admin API streams and counts audit lines even when none are kept.
+        None if args.admin.is_some() => AuditLog::discarding()
+            .map_err(|e| errors.push(e.to_string()))
+            .ok(),
         None => Some(AuditLog::disabled()),
         Some(dest) => AuditLog::open(dest)
             .map_err(|e| errors.push(format!("--log {dest}: {e}")))
@@ -220,7 +241,7 @@ fn write_surrogates(
 }
 
 /// Completes on the first SIGTERM or SIGINT.
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;

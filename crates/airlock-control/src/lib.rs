@@ -1,0 +1,16 @@
+//! airlock's control plane: the policy store that swaps a new policy in atomically (with
+//! its version, etag and `policy` audit line), the fan-out of audit lines to the admin API
+//! (live events, recent denials, metrics), and the admin API server itself.
+//!
+//! The data plane never waits on anything here: it reads the policy through one
+//! `ArcSwap` snapshot per request, and audit lines reach the fan-out through the audit
+//! writer thread's non-blocking tap.
+
+pub mod events;
+pub mod metrics;
+pub mod server;
+pub mod store;
+
+pub use events::Hub;
+pub use server::{Admin, AdminError, Listen};
+pub use store::{ApplyError, PolicyStore, Source};

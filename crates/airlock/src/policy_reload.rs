@@ -1,0 +1,110 @@
+//! Reloading the policy of a running `airlock proxy` without the admin API: on SIGHUP, and
+//! when a policy file changes (modification time or length) or a `git:` source's branch
+//! moves to a new commit (polled every [`POLL_INTERVAL`]). Every source is read again and
+//! goes through the same all-or-nothing [`PolicyStore::replace`] as an API change: a bad
+//! file keeps the policy in force, says why on stderr and writes a refused `policy` line.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use airlock_control::{PolicyStore, Source};
+
+use crate::git_source;
+use crate::policy_args::{PolicyArgs, split_format};
+
+/// How often the sources are looked at.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a source looked like when last read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stamp {
+    File(Option<(Option<SystemTime>, u64)>),
+    Git(Option<String>),
+}
+
+fn stamp(spec: &str) -> Stamp {
+    if let Some(git) = git_source::parse(spec) {
+        return Stamp::Git(git.ok().and_then(|git| git.head().ok()));
+    }
+    let path = split_format(spec).map_or(spec, |(_, path)| path);
+    Stamp::File(
+        std::fs::metadata(path)
+            .ok()
+            .map(|meta| (meta.modified().ok(), meta.len())),
+    )
+}
+
+fn stamps(args: &PolicyArgs) -> Vec<Stamp> {
+    args.selection
+        .policies
+        .iter()
+        .map(|spec| stamp(spec))
+        .collect()
+}
+
+/// Starts the SIGHUP handler and the source poller; they end with the runtime.
+pub fn watch(args: PolicyArgs, store: Arc<PolicyStore>) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup())?;
+    let args = Arc::new(args);
+    tokio::spawn(async move {
+        let mut last = stamps(&args);
+        let mut ticks = tokio::time::interval(POLL_INTERVAL);
+        loop {
+            let source = tokio::select! {
+                _ = hangup.recv() => Some(Source::Sighup),
+                _ = ticks.tick() => None,
+            };
+            let (args, store) = (args.clone(), store.clone());
+            let now = match tokio::task::spawn_blocking({
+                let args = args.clone();
+                move || stamps(&args)
+            })
+            .await
+            {
+                Ok(now) => now,
+                Err(_) => continue,
+            };
+            let changed = last
+                .iter()
+                .zip(&now)
+                .find(|(before, after)| before != after)
+                .map(|(_, after)| match after {
+                    Stamp::Git(_) => Source::Git,
+                    Stamp::File(_) => Source::File,
+                });
+            last = now;
+            let Some(source) = source.or(changed) else {
+                continue;
+            };
+            let _ = tokio::task::spawn_blocking(move || reload(&args, &store, source)).await;
+        }
+    });
+    Ok(())
+}
+
+/// Reads every source again and swaps the result in, or keeps the policy in force.
+pub fn reload(args: &PolicyArgs, store: &PolicyStore, source: Source) {
+    let kept = |why: &str| {
+        eprintln!(
+            "airlock: policy reload ({}) refused, keeping version {}: {why}",
+            source.as_str(),
+            store.current().0.version
+        );
+    };
+    match args.load() {
+        Ok(policy) => match store.replace(policy, source, None) {
+            Ok(stamp) => eprintln!(
+                "airlock: policy version {} in force ({})",
+                stamp.version,
+                source.as_str()
+            ),
+            Err(error) => kept(&error.to_string()),
+        },
+        Err(errors) => {
+            let why = errors.join("; ");
+            store.refused(source, &why);
+            kept(&why);
+        }
+    }
+}
