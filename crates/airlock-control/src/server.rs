@@ -442,16 +442,35 @@ async fn accept_backoff() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
+/// Binds the admin socket at `path`, mode 0600, with no moment at which another user could
+/// connect: the socket is made in a fresh directory of mode 0700 beside `path`, restricted
+/// there, then renamed into place. A stale socket at `path` is replaced; anything else
+/// there is an error.
 fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, PermissionsExt as _};
     if let Ok(meta) = std::fs::symlink_metadata(path)
-        && meta.file_type().is_socket()
+        && !meta.file_type().is_socket()
     {
-        std::fs::remove_file(path)?;
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} exists and is not a socket", path.display()),
+        ));
     }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let staging = parent.join(format!(".airlock-admin-{}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    let staged = staging.join("admin.sock");
+    let bound = UnixListener::bind(&staged).and_then(|listener| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        Ok(listener)
+    });
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&staging);
+    bound
 }
 
 /// The value of `name` in a query string (no percent-decoding: the values are plain words).

@@ -715,3 +715,30 @@ fn trustyclaw_endpoint_takes_the_importer_fixtures() {
         "the old network rules stayed: {body}"
     );
 }
+
+/// The admin socket never replaces a file that is not a socket (a mistyped path must not
+/// clobber the operator's data), and a refused start leaves that file as it was.
+#[test]
+fn admin_socket_path_holding_a_file_is_refused_and_kept() {
+    let pki = TestPki::new();
+    let operator_dir = tempfile::tempdir().unwrap();
+    let precious = operator_dir.path().join("precious.txt");
+    std::fs::write(&precious, "keep me\n").unwrap();
+    let (status, stderr) = ProxyBuilder::new(&pki)
+        .arg("--admin")
+        .arg(&format!("unix:{}", precious.display()))
+        .start_expecting_exit(Duration::from_secs(20));
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(stderr.contains("is not a socket"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+    let leftovers: Vec<_> = std::fs::read_dir(precious.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".airlock-admin-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "staging directory left behind");
+}
