@@ -9,7 +9,7 @@ mod support;
 
 use std::path::Path;
 
-use support::clients::CurlResponse;
+use support::clients::{CurlResponse, HttpVersion};
 use support::fixture_server::FixtureServer;
 use support::{CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
 use support::{assert_refusal, curl};
@@ -234,4 +234,30 @@ fn a_host_without_guards_is_not_buffered() {
     });
     assert_eq!(line["decision"], "allow");
     assert_eq!(line["rule"], "network.allow[1]");
+}
+
+#[test]
+fn http2_bodies_are_guarded_too() {
+    let s = setup();
+    let url = format!("https://allowed.test:{}/v1/responses", s.server.port);
+    let send = |body: &str| {
+        curl(
+            &s.proxy,
+            &s.pki,
+            &CurlRequest {
+                method: Some("POST"),
+                headers: &["Content-Type: application/json"],
+                body: Some(body),
+                version: HttpVersion::Http2,
+                ..CurlRequest::get(&url)
+            },
+        )
+    };
+    let refused = send(r#"{"tools":[{"type":"web\u005fsearch"}]}"#);
+    assert_eq!(refused.http_version, "2", "{}", refused.stderr);
+    s.assert_refused("h2", &refused, "denied_by_rule");
+    let fine = r#"{"tools":[{"type":"function"}]}"#;
+    let passed = send(fine);
+    assert_eq!(passed.status, 200, "{}", text(&passed));
+    assert_eq!(passed.json()["len"], fine.len());
 }
