@@ -2,7 +2,8 @@
 //! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule, builds
 //! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
 //! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
-//! advertised.
+//! advertised. It also checks request bodies against `json_deny` body guards
+//! ([`refusing_rule`]).
 //!
 //! Parsing is strict and fail-closed: the body must be UTF-8 JSON (no BOM, no comments,
 //! no UTF-16), every object this module looks into must have unique keys (a duplicate
@@ -10,9 +11,11 @@
 //! without a string `params.name` is refused. Values this module does not change are
 //! passed on byte for byte (ids of any JSON type stay exactly as sent).
 
+mod body_guard;
 mod json;
 mod sse;
 
+pub use body_guard::refusing_rule;
 pub use sse::SseFilter;
 
 use airlock_policy::model::McpRule;

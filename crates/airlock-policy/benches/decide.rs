@@ -25,6 +25,7 @@ fn rule(id: String, target: Target) -> Rule {
         paths: Vec::new(),
         path_regex: Vec::new(),
         ports: None,
+        json_deny: Vec::new(),
     }
 }
 
@@ -66,6 +67,7 @@ fn big_policy() -> Policy {
             },
             3 => Rule {
                 ports: Some(vec![5432]),
+                json_deny: Vec::new(),
                 ..rule(
                     id,
                     Target::Cidr(

@@ -85,6 +85,16 @@ struct RuleOut {
     path_regex: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ports: Option<Vec<u16>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    json_deny: Vec<JsonDenyOut>,
+}
+
+/// One body guard of an allow entry.
+#[derive(Serialize)]
+struct JsonDenyOut {
+    path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<Vec<String>>,
 }
 
 impl From<&Rule> for RuleOut {
@@ -100,6 +110,14 @@ impl From<&Rule> for RuleOut {
             paths: rule.paths.clone(),
             path_regex: rule.path_regex.clone(),
             ports: rule.ports.clone(),
+            json_deny: rule
+                .json_deny
+                .iter()
+                .map(|guard| JsonDenyOut {
+                    path: guard.path.text.clone(),
+                    values: guard.values.clone(),
+                })
+                .collect(),
         }
     }
 }

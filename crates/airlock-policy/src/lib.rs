@@ -16,6 +16,7 @@ pub mod canonical;
 pub mod decision;
 pub mod emit;
 pub mod import;
+pub mod json_deny;
 pub mod load;
 pub mod matcher;
 pub mod model;

@@ -13,10 +13,11 @@ use std::path::PathBuf;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::canonical::{self, Host};
+use crate::json_deny::{self, JsonDeny, check_value_glob};
 use crate::model::{
     HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
 };
-use crate::rule::{self, ValueError};
+use crate::rule;
 
 /// One error with the place in a document it is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -306,7 +307,16 @@ impl<'n> Fields<'n> {
 
 const TOP_KEYS: &[&str] = &["version", "network", "secrets", "mcp", "routes"];
 const NETWORK_KEYS: &[&str] = &["allow", "deny", "tls_passthrough"];
-const RULE_KEYS: &[&str] = &["host", "cidr", "methods", "paths", "path_regex", "ports"];
+const RULE_KEYS: &[&str] = &[
+    "host",
+    "cidr",
+    "methods",
+    "paths",
+    "path_regex",
+    "ports",
+    "json_deny",
+];
+const JSON_DENY_KEYS: &[&str] = &["path", "values"];
 const SECRET_KEYS: &[&str] = &[
     "env",
     "file",
@@ -557,6 +567,11 @@ impl Checker<'_> {
                         "{what}: {host} is not allowed by any network.allow rule: add `- host: \"{host}\"` under network.allow (passthrough only changes how an allowed host is handled)"
                     );
                     self.error(item.pos, message);
+                } else if passthrough_guarded(&host, &network.allow) {
+                    let message = format!(
+                        "{what}: {host} has a network.allow rule with `json_deny`; passed-through TLS is never decrypted, so the body guard could not be applied: drop one of the two"
+                    );
+                    self.error(item.pos, message);
                 } else if !network.tls_passthrough.contains(&host) {
                     network.tls_passthrough.push(host);
                 }
@@ -605,6 +620,10 @@ impl Checker<'_> {
         let ports = fields
             .get("ports")
             .and_then(|node| self.ports(node, &format!("{id}.ports")));
+        let json_deny = fields
+            .get("json_deny")
+            .map(|node| self.json_deny(node, &format!("{id}.json_deny")))
+            .unwrap_or_default();
         Some(Rule {
             id,
             target: target?,
@@ -612,7 +631,68 @@ impl Checker<'_> {
             paths,
             path_regex,
             ports,
+            json_deny,
         })
+    }
+
+    /// A rule's `json_deny` list (allow rules only): each entry a `path` and optional
+    /// non-empty `values` of string globs.
+    fn json_deny(&mut self, node: &Node, what: &str) -> Vec<JsonDeny> {
+        if !what.starts_with("network.allow") {
+            let message = format!(
+                "{what}: body guards belong on `network.allow` entries (a deny rule refuses the request whatever its body)"
+            );
+            self.error(node.pos, message);
+            return Vec::new();
+        }
+        let Some(items) = self.non_empty_list(
+            node,
+            what,
+            "remove `json_deny`, or list guards as in `- path: /tools/*/type`",
+        ) else {
+            return Vec::new();
+        };
+        let mut guards = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let item_what = format!("{what}[{index}]");
+            let Some(fields) = self.fields(item, &item_what, JSON_DENY_KEYS) else {
+                continue;
+            };
+            let path = match fields.get("path") {
+                None => {
+                    let message = format!(
+                        "{item_what}: `path` is missing: give where to look, as in `path: /tools/*/type`"
+                    );
+                    self.error(fields.pos, message);
+                    None
+                }
+                Some(path_node) => {
+                    let path_what = format!("{item_what}.path");
+                    self.string(path_node, &path_what)
+                        .and_then(|text| match json_deny::parse_path(text) {
+                            Ok(path) => Some(path),
+                            Err(problem) => {
+                                let message = format!("{path_what} `{}`: {problem}", shown(text));
+                                self.error(path_node.pos, message);
+                                None
+                            }
+                        })
+                }
+            };
+            let values = fields.get("values").map(|values_node| {
+                self.patterns(
+                    values_node,
+                    &format!("{item_what}.values"),
+                    check_value_glob,
+                )
+            });
+            if let Some(path) = path
+                && values.as_ref().is_none_or(|values| !values.is_empty())
+            {
+                guards.push(JsonDeny { path, values });
+            }
+        }
+        guards
     }
 
     /// The host of a network rule: a host pattern, or `*` alone for every host name
@@ -697,11 +777,11 @@ impl Checker<'_> {
     }
 
     /// A non-empty list of strings each checked by `check` (path globs, regexes).
-    fn patterns(
+    fn patterns<E: fmt::Display>(
         &mut self,
         node: &Node,
         what: &str,
-        check: fn(&str) -> Result<(), ValueError>,
+        check: fn(&str) -> Result<(), E>,
     ) -> Vec<String> {
         let Some(items) = self.non_empty_list(
             node,
@@ -1226,6 +1306,16 @@ fn passthrough_allowed(host: &HostPattern, allow: &[Rule]) -> bool {
         (Target::Host(allowed), _) => host_covers(allowed, host),
         (Target::Cidr(net), HostPattern::Ip(addr)) => net.contains(addr),
         (Target::Cidr(_), _) => false,
+    })
+}
+
+/// Whether a passthrough `host` overlaps the host of an allow rule with body guards.
+fn passthrough_guarded(host: &HostPattern, allow: &[Rule]) -> bool {
+    allow.iter().any(|rule| match &rule.target {
+        Target::Host(allowed) if !rule.json_deny.is_empty() => {
+            host_covers(allowed, host) || host_covers(host, allowed) || allowed == host
+        }
+        _ => false,
     })
 }
 

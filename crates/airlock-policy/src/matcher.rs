@@ -557,6 +557,44 @@ impl CompiledPolicy {
         Decision::deny(reason, None)
     }
 
+    /// The allow rules with body guards (`json_deny`) that match `req` (host, port,
+    /// method and path), lowest index first. Every one of them applies to an allowed
+    /// request, not only the rule the decision names, so a broader allow rule cannot
+    /// switch a guard off. Empty when the policy has no guards (no lookup is made).
+    pub fn body_guards(&self, req: &CanonicalRequest) -> Vec<&Rule> {
+        if self
+            .policy
+            .network
+            .allow
+            .iter()
+            .all(|rule| rule.json_deny.is_empty())
+        {
+            return Vec::new();
+        }
+        let path = req
+            .path
+            .as_ref()
+            .ok()
+            .map(|path| PathView::new(path, req.query.as_deref()));
+        let mut indices = Vec::new();
+        self.allow_index
+            .for_each(&req.host, Embedded::Mapped, |index| {
+                let rule = &self.allow[index];
+                let matches = rule.applies_to_port(req.port)
+                    && rule.applies_to_method(&req.method)
+                    && path.as_ref().is_none_or(|view| rule.matches_path(view));
+                if matches && !self.policy.network.allow[index].json_deny.is_empty() {
+                    indices.push(index);
+                }
+            });
+        indices.sort_unstable();
+        indices.dedup();
+        indices
+            .into_iter()
+            .filter_map(|index| self.policy.network.allow.get(index))
+            .collect()
+    }
+
     /// Decide a tunnel (CONNECT, SNI, raw TCP) to `host:port` before any request is seen.
     pub fn decide_tunnel(&self, host: &Host, port: u16) -> TunnelDecision {
         let mut denied: Option<usize> = None;

@@ -49,6 +49,9 @@ pub struct Rule {
     /// Ports; `None` = the default `[80, 443]` for hosts (every port for CIDRs and IP literals
     /// is *not* implied: the default is `[80, 443]` for every target).
     pub ports: Option<Vec<u16>>,
+    /// Body guards (`json_deny`, allow rules only): a request this rule allows is refused
+    /// when its JSON body matches one; empty = the body is not looked at.
+    pub json_deny: Vec<crate::json_deny::JsonDeny>,
 }
 
 impl Rule {
@@ -57,10 +60,13 @@ impl Rule {
         self.ports.as_deref().unwrap_or(&DEFAULT_PORTS)
     }
 
-    /// Whether the rule constrains anything beyond destination (methods, paths or regexes).
-    /// Only rules without such constraints allow raw (non-HTTP) TCP.
+    /// Whether the rule constrains anything beyond destination (methods, paths, regexes or
+    /// body guards). Only rules without such constraints allow raw (non-HTTP) TCP.
     pub fn is_destination_only(&self) -> bool {
-        self.methods.is_none() && self.paths.is_empty() && self.path_regex.is_empty()
+        self.methods.is_none()
+            && self.paths.is_empty()
+            && self.path_regex.is_empty()
+            && self.json_deny.is_empty()
     }
 }
 

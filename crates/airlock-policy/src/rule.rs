@@ -446,6 +446,7 @@ pub fn parse_allow(text: &str, index: usize) -> Result<Rule, RuleError> {
         paths,
         path_regex: Vec::new(),
         ports,
+        json_deny: Vec::new(),
     })
 }
 

@@ -21,6 +21,11 @@ network:
     - host: "[::1]"
       ports: [8443]
     - host: "*.apple.com"
+    - host: api.openai.com
+      json_deny:
+        - path: /tools/*/type
+          values: ["web_search", "web_search_preview*"]
+        - path: "/a~1b/~0c"
   deny:
     - host: gist.github.com
     - cidr: 169.254.0.0/16

@@ -82,6 +82,7 @@ fn host_rule(id: &str, host: HostPattern) -> Rule {
         paths: Vec::new(),
         path_regex: Vec::new(),
         ports: None,
+        json_deny: Vec::new(),
     }
 }
 
@@ -125,6 +126,7 @@ fn fixed_example_yields_the_model() {
         },
         Rule {
             ports: Some(vec![22]),
+            json_deny: Vec::new(),
             ..host_rule("network.allow[3]", exact("github.com"))
         },
         Rule {
@@ -134,6 +136,7 @@ fn fixed_example_yields_the_model() {
             paths: Vec::new(),
             path_regex: Vec::new(),
             ports: Some(vec![5432]),
+            json_deny: Vec::new(),
         },
     ];
     allow.push(host_rule(
@@ -152,6 +155,7 @@ fn fixed_example_yields_the_model() {
                 paths: Vec::new(),
                 path_regex: Vec::new(),
                 ports: None,
+                json_deny: Vec::new(),
             },
         ]
     );

@@ -21,6 +21,7 @@ fn rule(id: &str, target: Target) -> Rule {
         paths: Vec::new(),
         path_regex: Vec::new(),
         ports: None,
+        json_deny: Vec::new(),
     }
 }
 

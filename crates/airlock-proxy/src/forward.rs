@@ -23,6 +23,7 @@ use http_body_util::{BodyExt as _, Either};
 use hyper::body::Incoming;
 
 use crate::body::{ProxyBody, UploadBody};
+use crate::body_guard;
 use crate::connect;
 use crate::identity::{self, Destination, IdentityError, Origin};
 use crate::mcp::{self, Inspected};
@@ -108,6 +109,7 @@ pub(crate) async fn serve(
     // One snapshot decides the whole request, even if the policy is swapped meanwhile.
     let policy = shared.policy.load_full();
     let decision = policy.decide(&canonical);
+    let body_guards = policy.body_guards(&canonical);
     let CanonicalRequest {
         method,
         host,
@@ -175,37 +177,40 @@ pub(crate) async fn serve(
     line.query = query;
     line.secrets = secrets;
     let mcp_rule = mcp::rule_for(&policy, &destination.host, path_of(&line));
-    let (body, mcp_guard) = match mcp_rule {
-        None => (Either::Left(body), None),
-        Some(rule) => {
+    let body = if mcp_rule.is_some() || !body_guards.is_empty() {
+        let checked = body_guard::read_whole(&parts.headers, body)
+            .await
+            .map_err(|reason| {
+                let rule = body_guards.first().map(|rule| rule.id.clone());
+                Decision::deny(reason, rule.or_else(|| line.rule.clone()))
+            })
+            .and_then(|bytes| body_guard::check(&bytes, &body_guards).map(|()| bytes));
+        match checked {
+            Ok(bytes) => Either::Right(bytes),
+            Err(refusal) => return Ok(refuse_line(&context, refusal, line)),
+        }
+    } else {
+        Either::Left(body)
+    };
+    let (body, mcp_guard) = match (mcp_rule, body) {
+        (Some(rule), Either::Right(bytes)) => {
             match mcp::inspect_request(
                 &context,
                 rule,
                 &line,
                 &destination.host,
                 &mut parts.headers,
-                body,
-            )
-            .await
-            {
+                bytes,
+            ) {
                 Ok(Inspected::Forward { body, guard }) => (Either::Right(body), Some(guard)),
                 Ok(Inspected::Answered(response)) => return Ok(*response),
                 Err(reason) => {
-                    let decision = Decision::deny(reason, line.rule.take());
-                    let path = line.path.take();
-                    return Ok(refuse(
-                        &context,
-                        decision,
-                        &line.method.take().unwrap_or_default(),
-                        line.host,
-                        port,
-                        path,
-                        line.query.take(),
-                        line.scheme,
-                    ));
+                    let decision = Decision::deny(reason, line.rule.clone());
+                    return Ok(refuse_line(&context, decision, line));
                 }
             }
         }
+        (_, body) => (body, None),
     };
 
     let Some(uri) = upstream_uri(&destination, &path_and_query) else {
@@ -325,6 +330,22 @@ async fn after_draining(mut body: Incoming, response: Response<ProxyBody>) -> Re
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, draining).await;
     });
     response
+}
+
+/// [`refuse`] for a request whose `http` line was already filled in.
+fn refuse_line(context: &ConnContext, decision: Decision, mut line: Line) -> Response<ProxyBody> {
+    let method = line.method.take().unwrap_or_default();
+    let (path, query) = (line.path.take(), line.query.take());
+    refuse(
+        context,
+        decision,
+        &method,
+        line.host,
+        line.port,
+        path,
+        query,
+        line.scheme,
+    )
 }
 
 /// Writes the refusal's audit line and builds its 403.

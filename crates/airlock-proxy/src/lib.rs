@@ -11,6 +11,7 @@
 //! a [`Proxy`] is built from.
 
 pub mod body;
+mod body_guard;
 pub mod ca;
 pub mod config;
 mod connect;

@@ -1,5 +1,6 @@
 //! The MCP step of the data path (HTTP glue around `airlock_mcp`): for a request on an
-//! `mcp` rule's host and path, the body is read (at most [`airlock_mcp::BODY_LIMIT`]),
+//! `mcp` rule's host and path, the body is read (at most [`airlock_mcp::BODY_LIMIT`], by
+//! [`crate::body_guard::read_whole`]),
 //! refused as `body_uninspectable` when it is compressed, oversize or not strict JSON-RPC,
 //! and each `tools/call` decided and audited (`kind: mcp`); denied calls are answered here
 //! (HTTP 200, JSON-RPC error), a partly denied batch is forwarded smaller and its answer
@@ -46,25 +47,18 @@ pub(crate) fn rule_for(policy: &Arc<CompiledPolicy>, host: &Host, path: &str) ->
     policy.mcp_rule(host, path).cloned()
 }
 
-/// Reads and decides an MCP request. `line` is the request's `http` line (destination,
+/// Decides an MCP request whose body `bytes` was read whole by
+/// [`crate::body_guard::read_whole`]. `line` is the request's `http` line (destination,
 /// method, path) from which the `mcp` lines are made. `Err` is the refusal reason
 /// (`body_uninspectable`).
-pub(crate) async fn inspect_request(
+pub(crate) fn inspect_request(
     context: &ConnContext,
     rule: McpRule,
     line: &Line,
     host: &Host,
     headers: &mut HeaderMap,
-    body: Incoming,
+    bytes: Bytes,
 ) -> Result<Inspected, Reason> {
-    if is_encoded(headers) {
-        return Err(Reason::BodyUninspectable);
-    }
-    let bytes = Limited::new(body, airlock_mcp::BODY_LIMIT)
-        .collect()
-        .await
-        .map_err(|_| Reason::BodyUninspectable)?
-        .to_bytes();
     // Responses are filtered, so they must come uncompressed.
     headers.insert(
         header::ACCEPT_ENCODING,

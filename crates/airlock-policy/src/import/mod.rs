@@ -250,6 +250,7 @@ pub(crate) fn destination_rule(target: Target, ports: Option<Vec<u16>>) -> Rule 
         paths: Vec::new(),
         path_regex: Vec::new(),
         ports,
+        json_deny: Vec::new(),
     }
 }
 
@@ -266,6 +267,7 @@ pub(crate) fn host_rule(
         paths: Vec::new(),
         path_regex,
         ports: None,
+        json_deny: Vec::new(),
     }
 }
 

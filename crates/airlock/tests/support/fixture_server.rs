@@ -1,6 +1,7 @@
 //! Test servers run as python3 subprocesses from tests/fixtures/: a smart-HTTP git server
 //! over TLS (`git http-backend` as CGI) with a bare repository to serve, a WebSocket
-//! echo server over TLS, a PEP 503 package index over TLS, and an MCP server over TLS. Each prints its port on stdout and one `HIT ...` line per request
+//! echo server over TLS, a PEP 503 package index over TLS, an MCP server over TLS, and a
+//! body-recording server over TLS. Each prints its port on stdout and one `HIT ...` line per request
 //! on stderr, which is counted and kept.
 
 use std::io::{BufRead, BufReader};
@@ -78,6 +79,16 @@ impl FixtureServer {
         let mut command = Command::new("python3");
         command
             .arg(format!("{FIXTURES}mcp_server.py"))
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key);
+        FixtureServer::start(command)
+    }
+
+    /// Starts the body-recording server (any path; `HIT` lines carry length and SHA-256).
+    pub fn body_echo(pki: &TestPki) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}body_echo_server.py"))
             .arg(&pki.upstream_leaf_cert)
             .arg(&pki.upstream_leaf_key);
         FixtureServer::start(command)
