@@ -21,6 +21,7 @@ pub mod load;
 pub mod matcher;
 pub mod model;
 pub mod net;
+pub mod providers;
 pub mod rule;
 
 pub use canonical::{CanonicalRequest, Host};

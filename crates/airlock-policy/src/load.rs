@@ -17,6 +17,7 @@ use crate::json_deny::{self, JsonDeny, check_value_glob};
 use crate::model::{
     HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
 };
+use crate::providers::{PROVIDER_NAMES, Provider};
 use crate::rule;
 
 /// One error with the place in a document it is about.
@@ -305,7 +306,15 @@ impl<'n> Fields<'n> {
     }
 }
 
-const TOP_KEYS: &[&str] = &["version", "network", "secrets", "mcp", "routes"];
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "network",
+    "secrets",
+    "mcp",
+    "routes",
+    "providers",
+];
+const PROVIDER_KEYS: &[&str] = &["web_tools"];
 const NETWORK_KEYS: &[&str] = &["allow", "deny", "tls_passthrough"];
 const RULE_KEYS: &[&str] = &[
     "host",
@@ -529,7 +538,77 @@ impl Checker<'_> {
         if let Some(node) = top.get("routes") {
             policy.routes = self.routes(node, &secret_names);
         }
+        if let Some(node) = top.get("providers") {
+            let rules = self.providers(node, &policy.secrets);
+            if let Some(host) = policy
+                .network
+                .tls_passthrough
+                .iter()
+                .find(|host| passthrough_guarded(host, &rules))
+            {
+                let message = format!(
+                    "providers: {host} is in network.tls_passthrough, so the bundle's web-tool guard could not be applied: drop it from tls_passthrough"
+                );
+                self.error(node.pos, message);
+            }
+            policy.network.allow.extend(rules);
+        }
         policy
+    }
+
+    /// `providers:`: each enabled provider's bundle as allow rules (ids
+    /// `providers.NAME[i]`). The provider's API host must be covered by a secret of this
+    /// file that refuses foreign credentials (the account pin), else a located error.
+    fn providers(&mut self, node: &Node, secrets: &[Secret]) -> Vec<Rule> {
+        if matches!(node.kind, Kind::Null) {
+            return Vec::new();
+        }
+        let Some(fields) = self.fields(node, "providers", &PROVIDER_NAMES) else {
+            return Vec::new();
+        };
+        let mut rules = Vec::new();
+        for (name, key_pos, value) in fields.entries {
+            let Some(provider) = Provider::from_name(name) else {
+                continue;
+            };
+            let what = format!("providers.{name}");
+            let web_tools = match &value.kind {
+                Kind::Bool(false) => continue,
+                Kind::Bool(true) => false,
+                Kind::Map(_) => {
+                    let Some(settings) = self.fields(value, &what, PROVIDER_KEYS) else {
+                        continue;
+                    };
+                    match settings.get("web_tools") {
+                        None => false,
+                        Some(flag) => match self.boolean(flag, &format!("{what}.web_tools")) {
+                            Some(flag) => flag,
+                            None => continue,
+                        },
+                    }
+                }
+                _ => {
+                    self.wrong_type(value, &what, "true, false or `{web_tools: BOOL}`");
+                    continue;
+                }
+            };
+            let api_host = HostPattern::Exact(provider.api_host().to_owned());
+            let pinned = secrets.iter().any(|secret| {
+                !secret.foreign_allowed
+                    && secret.hosts.iter().any(|host| host_covers(host, &api_host))
+            });
+            if !pinned {
+                let message = format!(
+                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `hosts: [{}]` (and without `foreign: allow`)",
+                    provider.api_host(),
+                    provider.api_host()
+                );
+                self.error(key_pos, message);
+                continue;
+            }
+            rules.extend(provider.rules(web_tools));
+        }
+        rules
     }
 
     fn network(&mut self, node: &Node) -> Network {

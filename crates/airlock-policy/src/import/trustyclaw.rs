@@ -48,27 +48,11 @@ use serde_saphyr::{Location, Spanned};
 use super::{Ordered, Problems, at, host_rule, hosts_overlap, parse_document, push_unique};
 use crate::load::LoadError;
 use crate::model::{HostPattern, Policy, Rule};
+use crate::providers::Provider;
 use crate::rule::{check_path_regex, parse_host_pattern};
 
 /// The methods trustyclaw accepts in `allow_http_methods`.
 const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
-
-/// The OpenAI bundle: host, methods, path guards.
-const OPENAI_BUNDLE: [(&str, &[&str], &[&str]); 3] = [
-    ("api.openai.com", &["POST"], &[]),
-    ("auth.openai.com", &["GET", "POST"], &[]),
-    ("chatgpt.com", &["GET", "POST"], &[]),
-];
-
-/// The Claude Code bundle: host, methods, path guards.
-const CLAUDE_BUNDLE: [(&str, &[&str], &[&str]); 2] = [
-    ("api.anthropic.com", &["GET", "POST"], &[]),
-    (
-        "platform.claude.com",
-        &["GET", "POST"],
-        &["^/v1/oauth(?:/.*)?$"],
-    ),
-];
 
 /// Apex domains whose names (and subdomains) only the `openai` bundle may list.
 const OPENAI_APEXES: [&str; 2] = ["openai.com", "chatgpt.com"];
@@ -134,10 +118,10 @@ pub fn import(file: &str, text: &str) -> Result<Policy, LoadError> {
     }
     if let Some(managed) = &controls.managed_ai_provider_network_access {
         if managed.value.openai == Some(true) {
-            add_bundle("openai", &OPENAI_BUNDLE, at(managed), &mut entries);
+            add_bundle("openai", Provider::OpenAi, at(managed), &mut entries);
         }
         if managed.value.claude == Some(true) {
-            add_bundle("claude", &CLAUDE_BUNDLE, at(managed), &mut entries);
+            add_bundle("claude", Provider::Anthropic, at(managed), &mut entries);
         }
     }
     let mut policy = Policy::default();
@@ -311,21 +295,18 @@ fn read_guards(name: &str, rule: &DomainRule, problems: &mut Problems) -> Vec<St
     guards
 }
 
-/// Append a provider bundle's rules as exact entries located at the flag.
-fn add_bundle(
-    provider: &str,
-    bundle: &[(&str, &[&str], &[&str])],
-    location: &Location,
-    entries: &mut Vec<Entry>,
-) {
-    for (host, methods, guards) in bundle {
+/// Append a provider bundle's rules (shared with the native `providers:` key) as exact
+/// entries located at the flag.
+fn add_bundle(flag: &str, provider: Provider, location: &Location, entries: &mut Vec<Entry>) {
+    for entry in provider.bundle() {
+        let host = entry.host;
         entries.push(Entry {
-            name: format!("managed_ai_provider_network_access.{provider} ({host})"),
+            name: format!("managed_ai_provider_network_access.{flag} ({host})"),
             location: *location,
-            key: (*host).to_owned(),
-            host: HostPattern::Exact((*host).to_owned()),
-            methods: methods.iter().map(|m| (*m).to_owned()).collect(),
-            guards: guards.iter().map(|g| (*g).to_owned()).collect(),
+            key: host.to_owned(),
+            host: HostPattern::Exact(host.to_owned()),
+            methods: entry.methods.iter().map(|m| (*m).to_owned()).collect(),
+            guards: entry.path_regex.iter().map(|g| (*g).to_owned()).collect(),
         });
     }
 }
