@@ -558,7 +558,8 @@ impl Checker<'_> {
 
     /// `providers:`: each enabled provider's bundle as allow rules (ids
     /// `providers.NAME[i]`). The provider's API host must be covered by a secret of this
-    /// file that refuses foreign credentials (the account pin), else a located error.
+    /// file that refuses foreign credentials in every default credential header (no
+    /// `foreign: allow`, no `headers`): the account pin. Otherwise a located error.
     fn providers(&mut self, node: &Node, secrets: &[Secret]) -> Vec<Rule> {
         if matches!(node.kind, Kind::Null) {
             return Vec::new();
@@ -595,11 +596,12 @@ impl Checker<'_> {
             let api_host = HostPattern::Exact(provider.api_host().to_owned());
             let pinned = secrets.iter().any(|secret| {
                 !secret.foreign_allowed
+                    && secret.headers.is_none()
                     && secret.hosts.iter().any(|host| host_covers(host, &api_host))
             });
             if !pinned {
                 let message = format!(
-                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `hosts: [{}]` (and without `foreign: allow`)",
+                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `hosts: [{}]` (without `foreign: allow` or `headers`, so every credential header is checked)",
                     provider.api_host(),
                     provider.api_host()
                 );

@@ -94,6 +94,19 @@ impl FixtureServer {
         FixtureServer::start(command)
     }
 
+    /// The body-recording server listening on `address:port` (for hosts whose policy
+    /// rules use the default ports, such as provider bundles on 443).
+    pub fn body_echo_at(pki: &TestPki, address: &str, port: u16) -> FixtureServer {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!("{FIXTURES}body_echo_server.py"))
+            .arg(&pki.upstream_leaf_cert)
+            .arg(&pki.upstream_leaf_key)
+            .arg(address)
+            .arg(port.to_string());
+        FixtureServer::start(command)
+    }
+
     fn start(mut command: Command) -> FixtureServer {
         let mut child = command
             .stdin(Stdio::null())

@@ -13,7 +13,14 @@ use rcgen::{
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Names the upstream leaf certificate is valid for.
-pub const UPSTREAM_NAMES: &[&str] = &["localhost", "allowed.test", "other.test", "127.0.0.1"];
+pub const UPSTREAM_NAMES: &[&str] = &[
+    "localhost",
+    "allowed.test",
+    "other.test",
+    "127.0.0.1",
+    "api.openai.com",
+    "api.anthropic.com",
+];
 
 /// The certificates and keys of one test, written under a private temporary directory.
 pub struct TestPki {
