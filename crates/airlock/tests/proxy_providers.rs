@@ -254,32 +254,25 @@ fn a_key_of_the_agents_own_is_refused() {
     ) else {
         return;
     };
-    let own_openai = Call {
-        credential: "Authorization: Bearer sk-proj-agents-own-account-key-1234",
-        ..openai("/v1/responses", RESPONSES_FUNCTION)
-    };
-    s.assert_refused("own OpenAI key", &own_openai, "foreign_credential", None);
-    let own_anthropic = Call {
-        credential: "x-api-key: sk-ant-api03-agents-own-account-key-5678",
-        ..anthropic(MESSAGES_FUNCTION)
-    };
-    s.assert_refused(
-        "own Anthropic key",
-        &own_anthropic,
-        "foreign_credential",
-        None,
-    );
-    // The same key in the other credential header of the API is refused too.
-    let own_bearer = Call {
-        credential: "Authorization: Bearer sk-ant-api03-agents-own-account-key-5678",
-        ..anthropic(MESSAGES_FUNCTION)
-    };
-    s.assert_refused(
-        "own Anthropic bearer",
-        &own_bearer,
-        "foreign_credential",
-        None,
-    );
+    // The Anthropic key is also tried as a bearer token (the other header that API reads).
+    let own_keys = [
+        (
+            "Authorization: Bearer sk-proj-agents-own-account-key-1234",
+            openai("/v1/responses", RESPONSES_FUNCTION),
+        ),
+        (
+            "x-api-key: sk-ant-api03-agents-own-account-key-5678",
+            anthropic(MESSAGES_FUNCTION),
+        ),
+        (
+            "Authorization: Bearer sk-ant-api03-agents-own-account-key-5678",
+            anthropic(MESSAGES_FUNCTION),
+        ),
+    ];
+    for (credential, call) in own_keys {
+        let call = Call { credential, ..call };
+        s.assert_refused(credential, &call, "foreign_credential", None);
+    }
     let log = s.proxy.audit_log_text();
     assert!(
         !log.contains("agents-own-account-key"),

@@ -86,16 +86,11 @@ impl FixtureServer {
 
     /// Starts the body-recording server (any path; `HIT` lines carry length and SHA-256).
     pub fn body_echo(pki: &TestPki) -> FixtureServer {
-        let mut command = Command::new("python3");
-        command
-            .arg(format!("{FIXTURES}body_echo_server.py"))
-            .arg(&pki.upstream_leaf_cert)
-            .arg(&pki.upstream_leaf_key);
-        FixtureServer::start(command)
+        FixtureServer::body_echo_at(pki, "127.0.0.1", 0)
     }
 
-    /// The body-recording server listening on `address:port` (for hosts whose policy
-    /// rules use the default ports, such as provider bundles on 443).
+    /// The body-recording server listening on `address:port` (port 0: any free port; a
+    /// fixed 443 stands in for hosts whose rules use the default ports).
     pub fn body_echo_at(pki: &TestPki, address: &str, port: u16) -> FixtureServer {
         let mut command = Command::new("python3");
         command
