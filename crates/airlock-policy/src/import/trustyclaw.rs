@@ -35,7 +35,7 @@
 //! * `managed_ai_provider_network_access` expands into the provider bundles trustyclaw
 //!   documents: `openai` adds `api.openai.com` (POST), `auth.openai.com` and `chatgpt.com`
 //!   (GET, POST); `claude` adds `api.anthropic.com` (GET, POST) and `platform.claude.com`
-//!   (GET, POST on `^/v1/oauth(?:/.*)?$`). trustyclaw's account and live-web-search guards
+//!   (GET, POST on `^/v1/oauth(?:/.*)?$`) (the bundles of [`crate::providers`]). trustyclaw's account and live-web-search guards
 //!   on those hosts check bodies and login state that a policy file cannot carry; pair the
 //!   bundle with airlock secrets (whose foreign-credential check refuses other accounts'
 //!   tokens) to keep an equivalent account pin.
