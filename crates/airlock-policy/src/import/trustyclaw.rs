@@ -33,12 +33,12 @@
 //!   method but the wildcard allows paths the exact rule does not, airlock cannot subtract
 //!   them and the import fails naming both rules;
 //! * `managed_ai_provider_network_access` expands into the provider bundles trustyclaw
-//!   documents: `openai` adds `api.openai.com` (POST), `auth.openai.com` and `chatgpt.com`
-//!   (GET, POST); `claude` adds `api.anthropic.com` (GET, POST) and `platform.claude.com`
-//!   (GET, POST on `^/v1/oauth(?:/.*)?$`) (the bundles of [`crate::providers`]). trustyclaw's account and live-web-search guards
-//!   on those hosts check bodies and login state that a policy file cannot carry; pair the
-//!   bundle with airlock secrets (whose foreign-credential check refuses other accounts'
-//!   tokens) to keep an equivalent account pin.
+//!   documents ([`crate::providers`], shared with the native `providers:` key): `openai`
+//!   adds `api.openai.com` (POST), `auth.openai.com` and `chatgpt.com` (GET, POST);
+//!   `claude` adds `api.anthropic.com` (GET, POST) and `platform.claude.com` (GET, POST on
+//!   `^/v1/oauth(?:/.*)?$`). trustyclaw's account and live-web-search guards on those hosts
+//!   depend on its own runtime state and are not imported; the native `providers:` key
+//!   adds web-tool body guards and requires a pinning secret.
 //!
 //! Ports are airlock's default 80 and 443, as trustyclaw's proxy opens them.
 
