@@ -27,6 +27,8 @@ pub struct BundleHost {
     pub methods: &'static [&'static str],
     /// Path regexes (fully matched); empty = any path.
     pub path_regex: &'static [&'static str],
+    /// Whether model requests go here, so the web-tool guards apply.
+    pub serves_models: bool,
 }
 
 const OPENAI_BUNDLE: [BundleHost; 3] = [
@@ -34,16 +36,21 @@ const OPENAI_BUNDLE: [BundleHost; 3] = [
         host: "api.openai.com",
         methods: &["POST"],
         path_regex: &[],
+        serves_models: true,
     },
     BundleHost {
         host: "auth.openai.com",
         methods: &["GET", "POST"],
         path_regex: &[],
+        serves_models: false,
     },
     BundleHost {
+        // Codex signed in with ChatGPT sends Responses API requests here
+        // (`/backend-api/codex/responses`).
         host: "chatgpt.com",
         methods: &["GET", "POST"],
         path_regex: &[],
+        serves_models: true,
     },
 ];
 
@@ -52,11 +59,13 @@ const ANTHROPIC_BUNDLE: [BundleHost; 2] = [
         host: "api.anthropic.com",
         methods: &["GET", "POST"],
         path_regex: &[],
+        serves_models: true,
     },
     BundleHost {
         host: "platform.claude.com",
         methods: &["GET", "POST"],
         path_regex: &["^/v1/oauth(?:/.*)?$"],
+        serves_models: false,
     },
 ];
 
@@ -91,10 +100,12 @@ impl Provider {
         self.bundle()[0].host
     }
 
-    /// The guards refusing server-side web tools on the API host: OpenAI `tools[*].type`
-    /// `web_search*` (Responses API `web_search`, `web_search_preview`, dated variants)
-    /// and any `web_search_options` (Chat Completions); Anthropic `tools[*].type`
-    /// `web_search_*` and `web_fetch_*`.
+    /// The guards refusing server-side web access on the hosts that serve models: OpenAI
+    /// `tools[*].type` `web_search*` (Responses API `web_search`, `web_search_preview`,
+    /// dated variants) or `mcp` (remote MCP servers the provider calls), any
+    /// `web_search_options` and `model` names with a `-search` part (Chat Completions
+    /// search models); Anthropic `tools[*].type` `web_search_*` and `web_fetch_*`, and any
+    /// `mcp_servers` (the MCP connector).
     pub fn web_tool_guards(self) -> Vec<JsonDeny> {
         let guard = |path: &str, values: Option<&[&str]>| JsonDeny {
             path: json_deny::parse_path(path).expect("built-in guard path parses"),
@@ -102,18 +113,19 @@ impl Provider {
         };
         match self {
             Provider::OpenAi => vec![
-                guard("/tools/*/type", Some(&["web_search*"])),
+                guard("/tools/*/type", Some(&["web_search*", "mcp"])),
                 guard("/web_search_options", None),
+                guard("/model", Some(&["*-search-*", "*-search"])),
             ],
-            Provider::Anthropic => vec![guard(
-                "/tools/*/type",
-                Some(&["web_search_*", "web_fetch_*"]),
-            )],
+            Provider::Anthropic => vec![
+                guard("/tools/*/type", Some(&["web_search_*", "web_fetch_*"])),
+                guard("/mcp_servers", None),
+            ],
         }
     }
 
-    /// The bundle as allow rules with ids `providers.NAME[i]`; unless `web_tools`, the API
-    /// host's rule carries [`Provider::web_tool_guards`].
+    /// The bundle as allow rules with ids `providers.NAME[i]`; unless `web_tools`, the
+    /// rules of hosts that serve models carry [`Provider::web_tool_guards`].
     pub fn rules(self, web_tools: bool) -> Vec<Rule> {
         self.bundle()
             .iter()
@@ -125,7 +137,7 @@ impl Provider {
                 paths: Vec::new(),
                 path_regex: entry.path_regex.iter().map(|r| (*r).to_owned()).collect(),
                 ports: None,
-                json_deny: if index == 0 && !web_tools {
+                json_deny: if entry.serves_models && !web_tools {
                     self.web_tool_guards()
                 } else {
                     Vec::new()

@@ -64,7 +64,7 @@ fn enabled_providers_expand_with_ids_and_guards() {
                 "providers.openai[0]".into(),
                 "api.openai.com".into(),
                 s(&["POST"]),
-                2
+                3
             ),
             (
                 "providers.openai[1]".into(),
@@ -76,13 +76,13 @@ fn enabled_providers_expand_with_ids_and_guards() {
                 "providers.openai[2]".into(),
                 "chatgpt.com".into(),
                 s(&["GET", "POST"]),
-                0
+                3
             ),
             (
                 "providers.anthropic[0]".into(),
                 "api.anthropic.com".into(),
                 s(&["GET", "POST"]),
-                1
+                2
             ),
             (
                 "providers.anthropic[1]".into(),
@@ -111,13 +111,18 @@ fn web_tools_true_drops_the_guards_and_false_disables() {
     assert!(load("  openai: false\n").network.allow.is_empty());
     assert!(load("  {}\n").network.allow.is_empty());
     // `{}` enables with the default (guards on).
-    assert_eq!(load("  openai: {}\n").network.allow[0].json_deny.len(), 2);
+    assert_eq!(load("  openai: {}\n").network.allow[0].json_deny.len(), 3);
 }
 
 /// Whether a guard of `provider` refuses the string `text` at `/tools/*/type`.
 fn tool_type_refused(provider: Provider, text: &str) -> bool {
+    refused_at(provider, "/tools/*/type", text)
+}
+
+/// Whether a guard of `provider` on `path` refuses the string `text`.
+fn refused_at(provider: Provider, path: &str, text: &str) -> bool {
     provider.web_tool_guards().iter().any(|guard| {
-        guard.path.text == "/tools/*/type"
+        guard.path.text == path
             && guard
                 .values
                 .as_ref()
@@ -132,9 +137,27 @@ fn guards_refuse_web_tools_and_leave_function_tools() {
         "web_search_preview",
         "web_search_preview_2025_03_11",
         "web_search_2025_08_26",
+        "mcp",
     ] {
         assert!(tool_type_refused(Provider::OpenAi, refused), "{refused}");
     }
+    for model in [
+        "gpt-4o-search-preview",
+        "gpt-4o-mini-search-preview",
+        "gpt-5-search-api",
+        "x-search",
+    ] {
+        assert!(refused_at(Provider::OpenAi, "/model", model), "{model}");
+    }
+    for model in ["gpt-5", "gpt-5-codex", "o3", "research-model"] {
+        assert!(!refused_at(Provider::OpenAi, "/model", model), "{model}");
+    }
+    assert!(
+        Provider::Anthropic
+            .web_tool_guards()
+            .iter()
+            .any(|g| g.path.text == "/mcp_servers" && g.values.is_none())
+    );
     for passed in [
         "function",
         "file_search",

@@ -52,6 +52,8 @@ fn setup(address: &str, providers_yaml: &str) -> Option<Setup> {
         .arg(&format!("api.openai.com:{address}"))
         .arg("--resolve")
         .arg(&format!("api.anthropic.com:{address}"))
+        .arg("--resolve")
+        .arg(&format!("chatgpt.com:{address}"))
         .start();
     Some(Setup { pki, server, proxy })
 }
@@ -82,6 +84,16 @@ impl Setup {
                 ..CurlRequest::get(&url)
             },
         )
+    }
+
+    /// Asserts `call` reaches the server whole and returns what the server saw.
+    fn assert_passes(&self, call: &Call) -> serde_json::Value {
+        let response = self.post(call);
+        let answer = String::from_utf8_lossy(&response.body);
+        assert_eq!(response.status, 200, "{}: {answer}", call.body);
+        let seen = response.json();
+        assert_eq!(seen["len"], call.body.len(), "{answer}");
+        seen
     }
 
     /// Asserts `call` is refused with `reason` (naming `rule` when given) and that the
@@ -136,6 +148,13 @@ const RESPONSES_WEB_SEARCH: &str = r#"{"model":"gpt-5","input":"What was a posit
 const RESPONSES_WEB_SEARCH_PREVIEW: &str = r#"{"model":"gpt-4.1","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search_preview","search_context_size":"low"}],"input":"news"}"#;
 /// Chat Completions with `web_search_options` (search models).
 const CHAT_WEB_SEARCH_OPTIONS: &str = r#"{"model":"gpt-4o-search-preview","web_search_options":{},"messages":[{"role":"user","content":"What was a positive news story from today?"}]}"#;
+/// Responses API with a remote MCP server (the provider would call the URL).
+const RESPONSES_REMOTE_MCP: &str = r#"{"model":"gpt-5","tools":[{"type":"mcp","server_label":"dmcp","server_url":"https://dmcp-server.example/sse","require_approval":"never"}],"input":"Roll 2d4+1"}"#;
+/// Chat Completions with a search model and no `web_search_options`.
+const CHAT_SEARCH_MODEL: &str =
+    r#"{"model":"gpt-4o-mini-search-preview","messages":[{"role":"user","content":"news today"}]}"#;
+/// Messages API with the MCP connector.
+const MESSAGES_MCP_CONNECTOR: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[{"role":"user","content":"What tools do you have?"}],"mcp_servers":[{"type":"url","url":"https://example-server.modelcontextprotocol.io/sse","name":"example-mcp"}]}"#;
 /// Messages API: a client tool, and the server web search / web fetch tools.
 const MESSAGES_FUNCTION: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"tools":[{"name":"get_weather","description":"Get the weather","input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}],"messages":[{"role":"user","content":"Weather in Paris?"}]}"#;
 const MESSAGES_WEB_SEARCH: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"How do I update a web app to TypeScript 5.5?"}],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}]}"#;
@@ -186,8 +205,32 @@ fn server_side_web_tools_never_reach_the_provider() {
             openai_rule,
         ),
         (
+            "responses remote mcp",
+            openai("/v1/responses", RESPONSES_REMOTE_MCP),
+            openai_rule,
+        ),
+        (
+            "chat search model",
+            openai("/v1/chat/completions", CHAT_SEARCH_MODEL),
+            openai_rule,
+        ),
+        (
+            "codex via chatgpt.com",
+            Call {
+                host: "chatgpt.com",
+                credential: "originator: codex_cli_rs",
+                ..openai("/backend-api/codex/responses", RESPONSES_WEB_SEARCH)
+            },
+            Some("providers.openai[2]"),
+        ),
+        (
             "messages web_search",
             anthropic(MESSAGES_WEB_SEARCH),
+            anthropic_rule,
+        ),
+        (
+            "messages mcp connector",
+            anthropic(MESSAGES_MCP_CONNECTOR),
             anthropic_rule,
         ),
         (
@@ -211,35 +254,26 @@ fn function_tools_pass_with_the_real_key_swapped_in() {
         return;
     };
     let openai_call = openai("/v1/responses", RESPONSES_FUNCTION);
-    let response = s.post(&openai_call);
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
-    let seen = response.json();
-    assert_eq!(seen["len"], RESPONSES_FUNCTION.len());
+    let seen = s.assert_passes(&openai_call);
     assert_eq!(
         seen["authorization_sha256"],
         sha256_hex(&format!("Bearer {OPENAI_REAL}")),
         "the real OpenAI key arrives"
     );
-    let response = s.post(&anthropic(MESSAGES_FUNCTION));
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
-    let seen = response.json();
-    assert_eq!(seen["len"], MESSAGES_FUNCTION.len());
+    let seen = s.assert_passes(&anthropic(MESSAGES_FUNCTION));
     assert_eq!(
         seen["x_api_key_sha256"],
         sha256_hex(ANTHROPIC_REAL),
         "the real Anthropic key arrives"
     );
-    assert_eq!(s.server.hits(), 2, "{:?}", s.server.hit_lines());
+    // Codex signed in with ChatGPT: guarded too, and a function tool passes.
+    let codex = Call {
+        host: "chatgpt.com",
+        credential: "originator: codex_cli_rs",
+        ..openai("/backend-api/codex/responses", RESPONSES_FUNCTION)
+    };
+    s.assert_passes(&codex);
+    assert_eq!(s.server.hits(), 3, "{:?}", s.server.hit_lines());
     let line = s.proxy.audit_line_where("allowed provider call", |l| {
         l["kind"] == "http" && l["decision"] == "allow" && l["host"] == "api.openai.com"
     });
@@ -293,15 +327,11 @@ fn web_tools_true_lets_the_web_tools_through() {
         openai("/v1/chat/completions", CHAT_WEB_SEARCH_OPTIONS),
         anthropic(MESSAGES_WEB_SEARCH),
         anthropic(MESSAGES_WEB_FETCH),
+        openai("/v1/responses", RESPONSES_REMOTE_MCP),
+        openai("/v1/chat/completions", CHAT_SEARCH_MODEL),
+        anthropic(MESSAGES_MCP_CONNECTOR),
     ] {
-        let response = s.post(&call);
-        assert_eq!(
-            response.status,
-            200,
-            "{}: {}",
-            call.body,
-            String::from_utf8_lossy(&response.body)
-        );
+        s.assert_passes(&call);
     }
-    assert_eq!(s.server.hits(), 4, "{:?}", s.server.hit_lines());
+    assert_eq!(s.server.hits(), 7, "{:?}", s.server.hit_lines());
 }

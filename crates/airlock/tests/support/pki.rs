@@ -20,6 +20,7 @@ pub const UPSTREAM_NAMES: &[&str] = &[
     "127.0.0.1",
     "api.openai.com",
     "api.anthropic.com",
+    "chatgpt.com",
 ];
 
 /// The certificates and keys of one test, written under a private temporary directory.
