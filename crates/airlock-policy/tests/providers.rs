@@ -386,3 +386,22 @@ fn a_guarded_api_host_cannot_be_passed_through() {
     let open = text.replace("openai: true", "openai: {web_tools: true}");
     assert!(load_str("p.yaml", &open).is_ok());
 }
+
+#[test]
+fn a_broader_user_rule_does_not_switch_the_guard_off() {
+    let text = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: \"*.openai.com\"\n{SECRETS}providers:\n  openai: true\n"
+    );
+    let compiled = CompiledPolicy::compile(&load_str("p.yaml", &text).unwrap()).unwrap();
+    let post = request("POST", "api.openai.com", "/v1/responses");
+    assert_eq!(
+        compiled.decide(&post).rule.as_deref(),
+        Some("network.allow[0]")
+    );
+    let guards: Vec<_> = compiled
+        .body_guards(&post)
+        .into_iter()
+        .map(|r| r.id.clone())
+        .collect();
+    assert_eq!(guards, ["providers.openai[0]"]);
+}
