@@ -186,6 +186,15 @@ fn guards_refuse_web_tools_and_leave_function_tools() {
     }
 }
 
+/// The ids of the guarded allow rules that apply to `req`.
+fn guard_ids(compiled: &CompiledPolicy, req: &CanonicalRequest) -> Vec<String> {
+    compiled
+        .body_guards(req)
+        .into_iter()
+        .map(|rule| rule.id.clone())
+        .collect()
+}
+
 fn request(method: &str, host: &str, path: &str) -> CanonicalRequest {
     CanonicalRequest::new(method, canonical_host(host).unwrap(), 443, path)
 }
@@ -198,12 +207,7 @@ fn the_matcher_allows_bundle_hosts_and_applies_the_guard() {
         compiled.decide(&post).rule.as_deref(),
         Some("providers.openai[0]")
     );
-    let guards: Vec<_> = compiled
-        .body_guards(&post)
-        .into_iter()
-        .map(|r| r.id.clone())
-        .collect();
-    assert_eq!(guards, ["providers.openai[0]"]);
+    assert_eq!(guard_ids(&compiled, &post), ["providers.openai[0]"]);
     // Bundle methods and paths hold.
     assert_eq!(
         compiled
@@ -337,12 +341,7 @@ fn combined_sources_keep_every_guard() {
         compiled.decide(&post).rule.as_deref(),
         Some("a.yaml:providers.openai[0]")
     );
-    let guards: Vec<_> = compiled
-        .body_guards(&post)
-        .into_iter()
-        .map(|r| r.id.clone())
-        .collect();
-    assert_eq!(guards, ["b.yaml:providers.openai[0]"]);
+    assert_eq!(guard_ids(&compiled, &post), ["b.yaml:providers.openai[0]"]);
 }
 
 #[test]
@@ -398,10 +397,5 @@ fn a_broader_user_rule_does_not_switch_the_guard_off() {
         compiled.decide(&post).rule.as_deref(),
         Some("network.allow[0]")
     );
-    let guards: Vec<_> = compiled
-        .body_guards(&post)
-        .into_iter()
-        .map(|r| r.id.clone())
-        .collect();
-    assert_eq!(guards, ["providers.openai[0]"]);
+    assert_eq!(guard_ids(&compiled, &post), ["providers.openai[0]"]);
 }
