@@ -71,27 +71,8 @@ fn namespaces_and_nat_available(test: &str) -> bool {
     }
 }
 
-/// Listens on `argv[3:]` (`tcp:ADDR:PORT` / `udp:ADDR:PORT`), appends one line per contact
-/// to `argv[1]`, writes `argv[2]` once listening.
-const CANARIES: &str = r#"
-import socket, sys, threading, time
-hits = open(sys.argv[1], "a", buffering=1)
-def tcp(addr, port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port)); s.listen(8)
-    while True:
-        c, peer = s.accept(); hits.write(f"tcp {addr}:{port} from {peer[0]}\n"); c.close()
-def udp(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, port))
-    while True:
-        data, peer = s.recvfrom(4096); hits.write(f"udp {addr}:{port} from {peer[0]}\n")
-for spec in sys.argv[3:]:
-    proto, addr, port = spec.split(":")
-    threading.Thread(target=tcp if proto == "tcp" else udp, args=(addr, int(port)), daemon=True).start()
-time.sleep(0.3)
-open(sys.argv[2], "w").write("up")
-time.sleep(120)
-"#;
+/// The canary listeners shared with `run_escape_canaries.rs` (usage in the script).
+const CANARIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/canaries.py");
 
 /// A TLS upstream on `argv[1]:argv[2]` answering `upstream PATH`; writes `argv[5]` once up.
 const UPSTREAM: &str = r#"
@@ -145,7 +126,7 @@ impl Scratch {
     fn new() -> Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_owned();
-        std::fs::write(root.join("canaries.py"), CANARIES).expect("canaries");
+        std::fs::copy(CANARIES, root.join("canaries.py")).expect("canaries");
         std::fs::write(root.join("upstream.py"), UPSTREAM).expect("upstream");
         std::fs::write(root.join("probes.py"), PROBES).expect("probes");
         // Readable by the unprivileged uid of topology (b).

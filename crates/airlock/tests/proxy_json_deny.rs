@@ -9,6 +9,7 @@ mod support;
 
 use std::path::Path;
 
+use support::clients::curl_post_json;
 use support::clients::{CurlResponse, HttpVersion};
 use support::fixture_server::FixtureServer;
 use support::{CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
@@ -47,18 +48,7 @@ impl Setup {
     /// POSTs `body` (curl `--data-binary`, so `@FILE` reads a file) to `host`'s `/v1/responses`.
     fn post(&self, host: &str, body: &str, headers: &[&str]) -> CurlResponse {
         let url = format!("https://{host}:{}/v1/responses", self.server.port);
-        let mut all = vec!["Content-Type: application/json"];
-        all.extend_from_slice(headers);
-        curl(
-            &self.proxy,
-            &self.pki,
-            &CurlRequest {
-                method: Some("POST"),
-                headers: &all,
-                body: Some(body),
-                ..CurlRequest::get(&url)
-            },
-        )
+        curl_post_json(&self.proxy, &self.pki, &url, body, headers)
     }
 
     /// Writes `bytes` to a scratch file and gives curl's `@FILE` argument for it.

@@ -8,6 +8,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::clients::CurlResponse;
+use support::clients::curl_post_json;
 use support::fixture_server::FixtureServer;
 use support::{CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
 use support::{assert_refusal, curl};
@@ -40,18 +41,7 @@ impl Setup {
 
     fn post(&self, path: &str, body: &str, headers: &[&str]) -> CurlResponse {
         let url = self.url(path);
-        let mut all = vec!["Content-Type: application/json"];
-        all.extend_from_slice(headers);
-        curl(
-            &self.proxy,
-            &self.pki,
-            &CurlRequest {
-                method: Some("POST"),
-                headers: &all,
-                body: Some(body),
-                ..CurlRequest::get(&url)
-            },
-        )
+        curl_post_json(&self.proxy, &self.pki, &url, body, headers)
     }
 
     /// The request bodies the server received.

@@ -12,10 +12,11 @@ mod support;
 use std::net::TcpListener;
 use std::process::Command;
 
+use support::assert_refusal;
 use support::clients::CurlResponse;
+use support::clients::curl_post_json;
 use support::fixture_server::FixtureServer;
-use support::{CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
-use support::{assert_refusal, curl};
+use support::{ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
 
 const OPENAI_REAL: &str = "sk-proj-real-openai-key-4f1c2a9e7b";
 const OPENAI_SURROGATE: &str = "sk-proj-surrogate-openai-000000000";
@@ -69,21 +70,8 @@ struct Call<'a> {
 impl Setup {
     fn post(&self, call: &Call) -> CurlResponse {
         let url = format!("https://{}{}", call.host, call.path);
-        let headers = [
-            "Content-Type: application/json",
-            "anthropic-version: 2023-06-01",
-            call.credential,
-        ];
-        curl(
-            &self.proxy,
-            &self.pki,
-            &CurlRequest {
-                method: Some("POST"),
-                headers: &headers,
-                body: Some(call.body),
-                ..CurlRequest::get(&url)
-            },
-        )
+        let headers = ["anthropic-version: 2023-06-01", call.credential];
+        curl_post_json(&self.proxy, &self.pki, &url, call.body, &headers)
     }
 
     /// Asserts `call` reaches the server whole and returns what the server saw.

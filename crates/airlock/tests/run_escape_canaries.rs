@@ -14,28 +14,11 @@ use std::time::Duration;
 use run::{RunHome, namespaces_available, read_lines};
 use support::clients::run_bounded;
 
-/// Listens on the harness namespace's canary addresses and appends one line per contact
-/// to the file named by argv[1]. Writes "up" to argv[2] once listening.
-const CANARIES: &str = r#"
-import socket, sys, threading
-hits = open(sys.argv[1], "a", buffering=1)
-def tcp(addr, port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port)); s.listen(8)
-    while True:
-        c, peer = s.accept(); hits.write(f"tcp {addr}:{port} from {peer}\n"); c.close()
-def udp(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, port))
-    while True:
-        data, peer = s.recvfrom(4096); hits.write(f"udp {addr}:{port} {data[:40]!r}\n")
-for target, args in [(tcp, ("203.0.113.9", 443)), (tcp, ("203.0.113.9", 2222)),
-                     (tcp, ("169.254.169.254", 80)), (udp, ("192.0.2.53", 53)),
-                     (udp, ("198.51.100.1", 443))]:
-    threading.Thread(target=target, args=args, daemon=True).start()
-import time; time.sleep(0.3)
-open(sys.argv[2], "w").write("up")
-time.sleep(120)
-"#;
+/// The canary listeners shared with `gateway_namespaces.rs` (usage in the script).
+const CANARIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/canaries.py");
+/// The harness namespace's canary addresses, as `canaries.py` takes them.
+const CANARY_SPECS: &str = "tcp:203.0.113.9:443 tcp:203.0.113.9:2222 tcp:169.254.169.254:80 \
+                            udp:192.0.2.53:53 udp:198.51.100.1:443";
 
 /// Run inside the jail.
 const PROBES: &str = r#"
@@ -64,9 +47,8 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     }
     let home = RunHome::new();
     let scratch = home.scratch();
-    let canaries = scratch.join("canaries.py");
+    let canaries = std::path::Path::new(CANARIES);
     let probes = scratch.join("probes.py");
-    std::fs::write(&canaries, CANARIES).expect("canaries");
     std::fs::write(&probes, PROBES).expect("probes");
     let hits = scratch.join("canary-hits");
     let up = scratch.join("canaries-up");
@@ -80,7 +62,7 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     let harness = format!(
         "set -e; ip link set lo up; \
          for a in 203.0.113.9 169.254.169.254 192.0.2.53 198.51.100.1; do ip addr add $a/32 dev lo; done; \
-         python3 {canaries} {hits} {up} >/dev/null 2>&1 & CANARY=$!; \
+         python3 {canaries} {hits} {up} {CANARY_SPECS} >/dev/null 2>&1 & CANARY=$!; \
          i=0; while [ ! -e {up} ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; \
          python3 -c \"import socket; socket.create_connection(('203.0.113.9', 2222), 2).close()\"; \
          {airlock} run --log {log} -- sh -c \"$INNER\"; \

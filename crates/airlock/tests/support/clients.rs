@@ -179,6 +179,29 @@ pub fn curl_get(proxy: &Proxy, pki: &TestPki, url: &str, headers: &[&str]) -> Cu
     )
 }
 
+/// [`curl`]: a POST of `body` (curl `--data-binary`, so `@FILE` reads a file) to `url` as
+/// `Content-Type: application/json`, with extra `headers` (`Name: value`).
+pub fn curl_post_json(
+    proxy: &Proxy,
+    pki: &TestPki,
+    url: &str,
+    body: &str,
+    headers: &[&str],
+) -> CurlResponse {
+    let mut all = vec!["Content-Type: application/json"];
+    all.extend_from_slice(headers);
+    curl(
+        proxy,
+        pki,
+        &CurlRequest {
+            method: Some("POST"),
+            headers: &all,
+            body: Some(body),
+            ..CurlRequest::get(url)
+        },
+    )
+}
+
 /// Runs curl through `proxy`, trusting only the proxy CA; at most 30 s.
 pub fn curl(proxy: &Proxy, pki: &TestPki, request: &CurlRequest<'_>) -> CurlResponse {
     let scratch = tempfile::tempdir().expect("curl tempdir");
