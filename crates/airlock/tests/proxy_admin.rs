@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{CurlRequest, ProxyBuilder, TestPki, Upstream, curl, run_bounded};
+use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, run_bounded};
 
 const OLD: &str =
     "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      paths: [\"/old/**\"]\n";
@@ -64,20 +64,29 @@ fn unix_admin(dir: &Path) -> String {
     format!("unix:{}", dir.join("admin.sock").display())
 }
 
+/// `policy` with its `localhost` rule restricted to `port`.
+fn on_port(policy: &str, port: u16) -> String {
+    policy.replace("localhost", &format!("localhost\n      ports: [{port}]"))
+}
+
+/// A proxy under the `OLD` policy (its host on `upstream`'s port) with the admin API on a
+/// Unix socket; returns the proxy and the `--admin` target.
+fn proxy_with_admin(pki: &TestPki, upstream: &Upstream) -> (Proxy, String) {
+    let builder = ProxyBuilder::new(pki).resolve_loopback("localhost");
+    let target = unix_admin(builder.dir());
+    let proxy = builder
+        .policy(&on_port(OLD, upstream.port()))
+        .arg("--admin")
+        .arg(&target)
+        .start();
+    (proxy, target)
+}
+
 #[test]
 fn put_policy_swaps_rules_and_refusals_change_nothing() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
-    let builder = ProxyBuilder::new(&pki).resolve_loopback("localhost");
-    let target = unix_admin(builder.dir());
-    let proxy = builder
-        .policy(&OLD.replace(
-            "localhost",
-            &format!("localhost\n      ports: [{}]", upstream.port()),
-        ))
-        .arg("--admin")
-        .arg(&target)
-        .start();
+    let (proxy, target) = proxy_with_admin(&pki, &upstream);
     let socket = target.strip_prefix("unix:").unwrap();
     let mode = std::fs::metadata(socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "admin socket mode");
@@ -132,10 +141,7 @@ fn put_policy_swaps_rules_and_refusals_change_nothing() {
     assert_eq!(get("/old/a"), 200, "a refused PUT changed the policy");
 
     // Valid, with the right etag.
-    let new = NEW.replace(
-        "localhost",
-        &format!("localhost\n      ports: [{}]", upstream.port()),
-    );
+    let new = on_port(NEW, upstream.port());
     let if_match = format!("If-Match: \"{etag}\"");
     let (status, body) = admin(
         &target,
@@ -496,21 +502,14 @@ print(json.dumps({"results": results, "errors": errors, "put": put}))
 fn put_under_load_switches_every_client_at_one_point() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
-    let builder = ProxyBuilder::new(&pki).resolve_loopback("localhost");
-    let target = unix_admin(builder.dir());
-    let ports = format!("localhost\n      ports: [{}]", upstream.port());
-    let proxy = builder
-        .policy(&OLD.replace("localhost", &ports))
-        .arg("--admin")
-        .arg(&target)
-        .start();
+    let (proxy, target) = proxy_with_admin(&pki, &upstream);
     let mut command = Command::new("python3");
     command
         .args(["-c", LOAD_SCRIPT, "127.0.0.1", &proxy.port().to_string()])
         .arg(&pki.proxy_ca_cert)
         .arg(upstream.port().to_string())
         .arg(target.strip_prefix("unix:").unwrap())
-        .arg(NEW.replace("localhost", &ports));
+        .arg(on_port(NEW, upstream.port()));
     let output = run_bounded(&mut command, Duration::from_secs(120));
     assert!(
         output.status.is_some_and(|s| s.success()),
@@ -638,14 +637,7 @@ fn openapi_file_matches_the_server() {
 fn events_stream_in_order_with_the_deny_filter() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
-    let builder = ProxyBuilder::new(&pki).resolve_loopback("localhost");
-    let target = unix_admin(builder.dir());
-    let ports = format!("localhost\n      ports: [{}]", upstream.port());
-    let proxy = builder
-        .policy(&OLD.replace("localhost", &ports))
-        .arg("--admin")
-        .arg(&target)
-        .start();
+    let (proxy, target) = proxy_with_admin(&pki, &upstream);
     let stream = Command::new("curl")
         .args(["-sS", "-N", "--max-time", "6", "--unix-socket"])
         .arg(target.strip_prefix("unix:").unwrap())
