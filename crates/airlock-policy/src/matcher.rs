@@ -83,6 +83,8 @@ pub struct CompiledPolicy {
     mcp_index: HostIndex,
     /// The path glob of each `mcp` rule, same order.
     mcp_paths: Vec<GlobSet>,
+    /// Whether any allow rule has `json_deny` guards (if not, requests skip the lookup).
+    has_body_guards: bool,
 }
 
 /// Why a policy could not be compiled. The loader validates globs and regexes, so these
@@ -459,6 +461,11 @@ impl CompiledPolicy {
             secret_index,
             mcp_index,
             mcp_paths,
+            has_body_guards: policy
+                .network
+                .allow
+                .iter()
+                .any(|rule| !rule.json_deny.is_empty()),
         })
     }
 
@@ -562,13 +569,7 @@ impl CompiledPolicy {
     /// request, not only the rule the decision names, so a broader allow rule cannot
     /// switch a guard off. Empty when the policy has no guards (no lookup is made).
     pub fn body_guards(&self, req: &CanonicalRequest) -> Vec<&Rule> {
-        if self
-            .policy
-            .network
-            .allow
-            .iter()
-            .all(|rule| rule.json_deny.is_empty())
-        {
+        if !self.has_body_guards {
             return Vec::new();
         }
         let path = req

@@ -271,8 +271,9 @@ pub(crate) async fn serve(
     }
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
-    if scrub {
-        scrub_headers(&shared.credentials.load().scrubber(), &mut parts.headers);
+    let scrubber = scrub.then(|| shared.credentials.load().scrubber());
+    if let Some(scrubber) = &scrubber {
+        scrub_headers(scrubber, &mut parts.headers);
     }
     let (mut parts, body, mut exchange) = match mcp_guard {
         None => (parts, body, exchange),
@@ -283,13 +284,12 @@ pub(crate) async fn serve(
             }
         }
     };
-    if !scrub {
+    let Some(scrubber) = scrubber else {
         return Ok(Response::from_parts(
             parts,
             ProxyBody::upstream(body, exchange),
         ));
-    }
-    let scrubber = shared.credentials.load().scrubber();
+    };
     if is_encoded(&parts.headers) {
         // Asked for identity and got something else: it cannot be scrubbed, so it is not
         // passed on.
