@@ -669,7 +669,7 @@ fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
 /// Empties the bounding, ambient, inheritable, permitted and effective
 /// capability sets, so that even a command running as uid 0 in the jail
 /// cannot undo the jail's mounts or network setup.
-fn drop_capabilities() -> io::Result<()> {
+pub(crate) fn drop_capabilities() -> io::Result<()> {
     for capability in 0..=MAX_CAPABILITY {
         // SAFETY: prctl with integer arguments; EINVAL past the last capability.
         let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
@@ -726,7 +726,7 @@ fn drop_capabilities() -> io::Result<()> {
 
 /// Default disposition for every signal and an empty signal mask, whatever
 /// airlock itself ignores or blocks (for example `SIGPIPE`, `SIGINT`).
-fn reset_signals() -> io::Result<()> {
+pub(crate) fn reset_signals() -> io::Result<()> {
     for signal in 1..=MAX_SIGNAL {
         if signal == libc::SIGKILL || signal == libc::SIGSTOP {
             continue;

@@ -59,6 +59,7 @@
 
 mod addr;
 mod child;
+mod enter;
 mod error;
 mod netlink;
 mod parent;
@@ -70,6 +71,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 pub use addr::{Datagram, original_destination, recv_datagram, send_datagram_from};
+pub use enter::JailEntry;
 pub use error::{ExecFailure, JailError, SetupStep};
 pub use parent::{Jail, JailExit, JailSignaller, RunningJail};
 

@@ -16,6 +16,10 @@ mod policy_reload;
 mod proxy_cmd;
 mod rotation;
 mod run_cmd;
+#[cfg(target_os = "linux")]
+mod sandbox_cmd;
+#[cfg(target_os = "linux")]
+mod sandbox_daemon;
 mod secret_sources;
 
 use std::process::ExitCode;
@@ -42,6 +46,10 @@ enum Command {
     /// Manage the local CA that signs interception certificates.
     #[command(subcommand)]
     Ca(ca_cmd::CaCommand),
+    /// Named, long-lived sandboxes for orchestrators: create, exec, ls, rm, export.
+    #[cfg(target_os = "linux")]
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
 }
 
 fn main() -> ExitCode {
@@ -51,5 +59,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::Policy(cmd) => policy_cmd::run(cmd),
         Command::Ca(cmd) => ca_cmd::run(cmd),
+        #[cfg(target_os = "linux")]
+        Command::Sandbox(cmd) => sandbox_cmd::run(cmd),
     }
 }

@@ -53,21 +53,21 @@ use tokio::sync::watch;
 use crate::policy_args::{PolicyArgs, split_format};
 
 /// The exit status for every failure of airlock itself (the command was not started).
-const SETUP_FAILED: u8 = 125;
+pub(crate) const SETUP_FAILED: u8 = 125;
 
 /// How long in-flight connections get once the command has ended.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// System CA bundle paths: read for the system roots (first one found) and covered by
 /// airlock's bundle inside the jail (every one that exists).
-const SYSTEM_BUNDLES: [&str; 3] = [
+pub(crate) const SYSTEM_BUNDLES: [&str; 3] = [
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/cert.pem",
 ];
 
 /// Variables that point TLS clients of common runtimes at a CA bundle.
-const CA_BUNDLE_VARIABLES: [&str; 13] = [
+pub(crate) const CA_BUNDLE_VARIABLES: [&str; 13] = [
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
@@ -207,18 +207,18 @@ fn effective_mode(requested: JailMode) -> JailMode {
 }
 
 /// Everything read and checked before the command starts.
-struct Session {
+pub(crate) struct Session {
     /// The combined policy.
-    policy: Policy,
+    pub(crate) policy: Policy,
     /// The command's environment (before mode-specific proxy variables).
-    env: Vec<(OsString, OsString)>,
+    pub(crate) env: Vec<(OsString, OsString)>,
     /// The CA bundle given to the command; its directory is removed when the session ends.
-    bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     _bundle_dir: tempfile::TempDir,
     /// Paths the command must not see (namespace mode).
-    hide_paths: Vec<PathBuf>,
+    pub(crate) hide_paths: Vec<PathBuf>,
     /// The audit log and where it goes.
-    audit: AuditLog,
+    pub(crate) audit: AuditLog,
     log: LogTarget,
 }
 
@@ -232,7 +232,10 @@ enum LogTarget {
 
 impl Session {
     /// Reads and checks everything; returns the session and the proxy's configuration.
-    fn prepare(args: &RunArgs, mode: JailMode) -> Result<(Session, ProxyConfig), Vec<String>> {
+    pub(crate) fn prepare(
+        args: &RunArgs,
+        mode: JailMode,
+    ) -> Result<(Session, ProxyConfig), Vec<String>> {
         let policy = args.policy.load()?;
         if args.policy.selection.is_empty() {
             eprintln!("airlock: no --policy and no --allow: all network access is refused");
@@ -301,7 +304,7 @@ impl Session {
 
     /// The TCP ports captured in the jail: 80, 443 and every port a rule names (53 is the
     /// jail's own).
-    fn tcp_ports(&self) -> Vec<u16> {
+    pub(crate) fn tcp_ports(&self) -> Vec<u16> {
         let mut ports = vec![80, 443];
         for rule in &self.policy.network.allow {
             ports.extend_from_slice(rule.effective_ports());
@@ -513,7 +516,7 @@ fn hidden_paths(args: &RunArgs, policy: &Policy, ca_dir: &Path, log: &LogTarget)
 }
 
 /// Completes when the proxy and DNS must stop.
-async fn stop_signal(mut receiver: watch::Receiver<bool>) {
+pub(crate) async fn stop_signal(mut receiver: watch::Receiver<bool>) {
     // An error means the sender is gone: stopping as well.
     let _ = receiver.wait_for(|stop| *stop).await;
 }
@@ -657,7 +660,7 @@ impl Signals {
 /// `--jail namespace`: the command runs in the jail, every connection captured.
 #[cfg(target_os = "linux")]
 async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 {
-    use airlock_jail::{Jail, JailSpec, Protocol};
+    use airlock_jail::{Jail, JailSpec};
 
     let proxy = match Proxy::new(config) {
         Ok(proxy) => proxy,
@@ -704,57 +707,19 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
     };
 
     let (stop, stopped) = watch::channel(false);
-    let names = airlock_dns::NameMap::new(airlock_dns::default_pool());
-    let mut proxy_listeners = Vec::new();
-    let mut services = tokio::task::JoinSet::new();
-    for handed in std::mem::take(&mut jail.listeners) {
-        let port = handed.addr.port();
-        match handed.proto {
-            Protocol::Udp => {
-                let Ok(socket) = handed.into_udp_socket() else {
-                    continue;
-                };
-                let serving =
-                    airlock_dns::serve_handed_udp(socket, names.clone(), session.audit.clone());
-                services.spawn(crate::gateway::until_stopped(
-                    serving,
-                    stop_signal(stopped.clone()),
-                ));
-            }
-            Protocol::Tcp => {
-                let listener = match handed
-                    .into_tcp_listener()
-                    .map_err(|_| std::io::Error::other("not a TCP socket"))
-                    .and_then(|listener| {
-                        listener.set_nonblocking(true)?;
-                        tokio::net::TcpListener::from_std(listener)
-                    }) {
-                    Ok(listener) => listener,
-                    Err(e) => {
-                        eprintln!("airlock: cannot serve the jail's port {port}: {e}");
-                        let _ = jail.kill();
-                        return i32::from(SETUP_FAILED);
-                    }
-                };
-                if port == 53 {
-                    let serving =
-                        airlock_dns::serve_tcp(listener, names.clone(), session.audit.clone());
-                    services.spawn(crate::gateway::until_stopped(
-                        serving,
-                        stop_signal(stopped.clone()),
-                    ));
-                } else {
-                    proxy_listeners.push(listener);
-                }
-            }
+    let served = match serve_handed(
+        std::mem::take(&mut jail.listeners),
+        proxy,
+        &session.audit,
+        &stopped,
+    ) {
+        Ok(served) => served,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            let _ = jail.kill();
+            return i32::from(SETUP_FAILED);
         }
-    }
-    let serving = tokio::spawn(proxy.serve_transparent(
-        proxy_listeners,
-        crate::gateway::pool_lookup(&names),
-        airlock_proxy::Capture::Jail,
-        stop_signal(stopped.clone()),
-    ));
+    };
 
     let signals = match Signals::install() {
         Ok(signals) => signals,
@@ -785,10 +750,82 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         }
     };
     let _ = stop.send(true);
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT * 2, serving).await;
-    services.abort_all();
-    while services.join_next().await.is_some() {}
+    served.finish().await;
     status
+}
+
+/// The tasks serving a jail's handed listeners.
+#[cfg(target_os = "linux")]
+pub(crate) struct Served {
+    proxy: tokio::task::JoinHandle<()>,
+    services: tokio::task::JoinSet<()>,
+}
+
+#[cfg(target_os = "linux")]
+impl Served {
+    /// Waits for the proxy's drain (after the stop signal was sent), then ends DNS.
+    pub(crate) async fn finish(mut self) {
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT * 2, self.proxy).await;
+        self.services.abort_all();
+        while self.services.join_next().await.is_some() {}
+    }
+}
+
+/// Serves sockets handed over from a jail (or a container's network namespace): port 53
+/// (UDP and TCP) by `airlock-dns` with one name map, every other TCP port by the proxy in
+/// transparent mode, until `stopped` turns true.
+#[cfg(target_os = "linux")]
+pub(crate) fn serve_handed(
+    listeners: Vec<airlock_jail::HandedListener>,
+    proxy: Proxy,
+    audit: &AuditLog,
+    stopped: &watch::Receiver<bool>,
+) -> Result<Served, String> {
+    use airlock_jail::Protocol;
+    let names = airlock_dns::NameMap::new(airlock_dns::default_pool());
+    let mut proxy_listeners = Vec::new();
+    let mut services = tokio::task::JoinSet::new();
+    for handed in listeners {
+        let port = handed.addr.port();
+        match handed.proto {
+            Protocol::Udp => {
+                let Ok(socket) = handed.into_udp_socket() else {
+                    continue;
+                };
+                let serving = airlock_dns::serve_handed_udp(socket, names.clone(), audit.clone());
+                services.spawn(crate::gateway::until_stopped(
+                    serving,
+                    stop_signal(stopped.clone()),
+                ));
+            }
+            Protocol::Tcp => {
+                let listener = handed
+                    .into_tcp_listener()
+                    .map_err(|_| std::io::Error::other("not a TCP socket"))
+                    .and_then(|listener| {
+                        listener.set_nonblocking(true)?;
+                        tokio::net::TcpListener::from_std(listener)
+                    })
+                    .map_err(|e| format!("cannot serve the sandbox's port {port}: {e}"))?;
+                if port == 53 {
+                    let serving = airlock_dns::serve_tcp(listener, names.clone(), audit.clone());
+                    services.spawn(crate::gateway::until_stopped(
+                        serving,
+                        stop_signal(stopped.clone()),
+                    ));
+                } else {
+                    proxy_listeners.push(listener);
+                }
+            }
+        }
+    }
+    let proxy = tokio::spawn(proxy.serve_transparent(
+        proxy_listeners,
+        crate::gateway::pool_lookup(&names),
+        airlock_proxy::Capture::Jail,
+        stop_signal(stopped.clone()),
+    ));
+    Ok(Served { proxy, services })
 }
 
 /// Without Linux namespaces, `--jail namespace` cannot run.

@@ -1,0 +1,226 @@
+//! Entering a running jail: a command started later joins the namespaces of a jail that
+//! is already there (a long-lived sandbox), with the same confinement as the jail's own
+//! command.
+//!
+//! [`JailEntry::open`] opens the jail's namespace files from airlock's side;
+//! [`JailEntry::install`] arranges, through `pre_exec`, that the spawned child joins the
+//! user, IPC, UTS, network, PID and mount namespaces (in that order), forks once more so
+//! that the command is *inside* the PID namespace (`setns` on a PID namespace only moves
+//! the caller's future children), and then the command's process drops every capability,
+//! resets signals, changes into its directory and execs. The process between the two
+//! (host-visible PID of the spawned child) waits for the command, forwards `SIGTERM`,
+//! `SIGINT`, `SIGHUP` and `SIGQUIT` to it and exits with its status (128 + signal when it
+//! was killed); the command is killed if that process dies.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::child::{drop_capabilities, reset_signals};
+
+/// Signals the waiting process passes on to the command.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// The command's PID, for the forwarding handler of the waiting process (one per process:
+/// it is only ever set in a freshly forked child).
+static COMMAND_PID: AtomicI32 = AtomicI32::new(0);
+
+/// The namespaces of a running jail, opened and ready to be joined by new commands.
+#[derive(Debug)]
+pub struct JailEntry {
+    /// `(namespace file, CLONE_NEW* flag)` in joining order.
+    namespaces: Vec<(File, libc::c_int)>,
+    /// Directories covered (in the jail's mount namespace) before the command starts.
+    hide: Vec<(CString, CString)>,
+}
+
+impl JailEntry {
+    /// Opens the namespaces of the jail whose outer process is `jail_pid` (what
+    /// [`crate::RunningJail::pid`] returned): the user namespace it created and the ones
+    /// owned by it, and the PID namespace its children live in.
+    pub fn open(jail_pid: i32) -> io::Result<JailEntry> {
+        let base = Path::new("/proc").join(jail_pid.to_string()).join("ns");
+        let wanted = [
+            ("user", libc::CLONE_NEWUSER),
+            ("ipc", libc::CLONE_NEWIPC),
+            ("uts", libc::CLONE_NEWUTS),
+            ("net", libc::CLONE_NEWNET),
+            ("pid_for_children", libc::CLONE_NEWPID),
+            ("mnt", libc::CLONE_NEWNS),
+        ];
+        let mut namespaces = Vec::with_capacity(wanted.len());
+        for (name, flag) in wanted {
+            let path = base.join(name);
+            let file = File::open(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            namespaces.push((file, flag));
+        }
+        Ok(JailEntry {
+            namespaces,
+            hide: Vec::new(),
+        })
+    }
+
+    /// Directories to cover with an empty read-only file system in the jail's mount
+    /// namespace before the command starts, if they exist and are not covered yet (for
+    /// example other sandboxes' directories made after this jail was built). The cover
+    /// stays for later commands.
+    pub fn hide_directories(&mut self, directories: &[std::path::PathBuf]) -> io::Result<()> {
+        for directory in directories {
+            let parent = directory.parent().unwrap_or(Path::new("/"));
+            let c_string = |path: &Path| {
+                CString::new(path.as_os_str().as_bytes())
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
+            };
+            self.hide.push((c_string(directory)?, c_string(parent)?));
+        }
+        Ok(())
+    }
+
+    /// Makes `command` run inside the jail, in `cwd` (a path as the jail sees it). Set the
+    /// command's environment and standard streams as usual, but not its working directory
+    /// (the mount namespace is joined after `Command` would change it). Exec failures are
+    /// reported by `spawn` as usual.
+    pub fn install(self, command: &mut Command, cwd: &Path) -> io::Result<()> {
+        let cwd = CString::new(cwd.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the directory"))?;
+        // SAFETY: the closure runs in the forked child before exec and only makes
+        // async-signal-safe system calls (setns, fork, waitpid, kill, sigaction, prctl,
+        // chdir, close_range, _exit) on data prepared before the fork.
+        unsafe {
+            command.pre_exec(move || enter_in_child(&self.namespaces, &self.hide, &cwd));
+        }
+        Ok(())
+    }
+}
+
+/// In the spawned child: joins the namespaces, forks the command (which returns here to
+/// exec) and turns this process into the command's waiter.
+fn enter_in_child(
+    namespaces: &[(File, libc::c_int)],
+    hide: &[(CString, CString)],
+    cwd: &CString,
+) -> io::Result<()> {
+    for (file, flag) in namespaces {
+        // SAFETY: setns on an open namespace descriptor; this process is single-threaded.
+        if unsafe { libc::setns(file.as_raw_fd(), *flag) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (directory, parent) in hide {
+        hide_directory(directory, parent)?;
+    }
+    // SAFETY: single-threaded forked child; both sides only make async-signal-safe calls.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        return prepare_command(cwd);
+    }
+    wait_and_exit(pid)
+}
+
+/// Covers `directory` with an empty read-only tmpfs unless it is missing or already a
+/// mount point (its device differs from its parent's).
+fn hide_directory(directory: &CString, parent: &CString) -> io::Result<()> {
+    // SAFETY: all-zero stat buffers are valid outputs.
+    let (mut own, mut above): (libc::stat, libc::stat) = unsafe { std::mem::zeroed() };
+    // SAFETY: valid NUL-terminated paths and writable buffers.
+    if unsafe { libc::stat(directory.as_ptr(), &mut own) } != 0 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ENOENT) => Ok(()),
+            _ => Err(error),
+        };
+    }
+    // SAFETY: as above.
+    if unsafe { libc::stat(parent.as_ptr(), &mut above) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if own.st_dev != above.st_dev {
+        return Ok(());
+    }
+    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: mount with valid NUL-terminated strings; only this mount namespace changes.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            directory.as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags,
+            c"size=4k,mode=0755".as_ptr().cast(),
+        )
+    };
+    if mounted != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The command's own process, inside every namespace: dies with its waiter, loses every
+/// capability, gets default signals, and changes directory. Returning lets `exec` run.
+fn prepare_command(cwd: &CString) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    drop_capabilities()?;
+    reset_signals()?;
+    // SAFETY: `cwd` is a valid NUL-terminated path.
+    if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The waiting process: lets go of every inherited descriptor (so the spawner's exec
+/// report pipe and the output pipes are the command's alone), forwards signals, and exits
+/// with the command's status.
+fn wait_and_exit(command: libc::pid_t) -> ! {
+    COMMAND_PID.store(command, Ordering::SeqCst);
+    for signal in FORWARDED {
+        // SAFETY: an all-zero sigaction is valid; the handler only calls kill.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = forward_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: `action` is fully initialised; the old action is not needed.
+        unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+    }
+    // SAFETY: closing every descriptor of this process; nothing here uses one again.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 0u32, libc::c_uint::MAX, 0u32);
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid output.
+        let waited = unsafe { libc::waitpid(command, &mut status, 0) };
+        if waited == command {
+            let code = if libc::WIFSIGNALED(status) {
+                128 + libc::WTERMSIG(status)
+            } else {
+                libc::WEXITSTATUS(status)
+            };
+            // SAFETY: _exit never returns and runs no destructors.
+            unsafe { libc::_exit(code) };
+        }
+        if waited < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // SAFETY: as above.
+            unsafe { libc::_exit(125) };
+        }
+    }
+}
+
+/// Passes a signal on to the command.
+extern "C" fn forward_signal(signal: libc::c_int) {
+    let command = COMMAND_PID.load(Ordering::SeqCst);
+    if command > 0 {
+        // SAFETY: kill is async-signal-safe; the PID is this process's unreaped child.
+        unsafe { libc::kill(command, signal) };
+    }
+}

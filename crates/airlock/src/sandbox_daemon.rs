@@ -1,0 +1,429 @@
+//! `airlock sandbox daemon` (started by `airlock sandbox create`, never by hand): one
+//! process per sandbox that holds the policy and the real secret values in memory, builds
+//! the sandbox's confinement through its provider, serves its only network exactly as
+//! `airlock run` does (transparent proxy and DNS on sockets made inside the sandbox's
+//! network namespace), records the sandbox's state, prints `ready`, and tears everything
+//! down on `SIGTERM`/`SIGINT` or when the confinement disappears.
+//!
+//! Setup failures are printed (to the daemon log, which `create` shows) and exit 125 with
+//! everything built so far removed.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_proxy::Proxy;
+use airlock_sandbox::state::{Confinement, ProcessId, SandboxState, WorkspaceRecord};
+use airlock_sandbox::{ProviderKind, SandboxName, Sandboxes, workspace};
+use tokio::sync::watch;
+
+use crate::policy_args::PolicyArgs;
+use crate::run_cmd::{self, JailMode, RunArgs, SETUP_FAILED, Session};
+
+/// Variables of the creator's environment that commands in a local sandbox keep.
+const KEPT_VARIABLES: [&str; 11] = [
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL",
+    "TMPDIR",
+];
+/// Where the CA bundle is copied inside a container.
+const CONTAINER_BUNDLE: &str = "/etc/airlock/ca-bundle.pem";
+/// The default `PATH` inside a container.
+const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The workspace's mount point inside a container.
+const CONTAINER_WORKSPACE: &str = "/workspace";
+/// How often a container is checked for being alive.
+const CONTAINER_POLL: Duration = Duration::from_secs(2);
+
+/// Flags of `airlock sandbox daemon`.
+#[derive(clap::Args)]
+pub struct DaemonArgs {
+    /// The state root.
+    #[arg(long)]
+    root: PathBuf,
+    /// The provider.
+    #[arg(long, value_enum)]
+    provider: ProviderArg,
+    /// Policy sources and secrets.
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Upstream pins.
+    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    resolve: Vec<String>,
+    /// Extra upstream CAs.
+    #[arg(long = "upstream-ca", value_name = "F")]
+    upstream_ca: Vec<PathBuf>,
+    /// The container image (docker).
+    #[arg(long)]
+    image: Option<String>,
+    /// The repository cloned into the workspace.
+    #[arg(long)]
+    repo: Option<String>,
+    /// The task branch.
+    #[arg(long)]
+    branch: Option<String>,
+    /// Memory limit in MiB.
+    #[arg(long = "memory-mib")]
+    memory_mib: Option<u64>,
+    /// CPU limit in thousandths of a CPU.
+    #[arg(long)]
+    millicpus: Option<u64>,
+    /// Process limit.
+    #[arg(long)]
+    pids: Option<u64>,
+    /// The sandbox's name.
+    name: String,
+}
+
+/// `--provider` on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderArg {
+    /// Linux namespaces.
+    Local,
+    /// A Docker (or Podman) container.
+    Docker,
+}
+
+impl From<ProviderArg> for ProviderKind {
+    fn from(arg: ProviderArg) -> ProviderKind {
+        match arg {
+            ProviderArg::Local => ProviderKind::Local,
+            ProviderArg::Docker => ProviderKind::Docker,
+        }
+    }
+}
+
+/// Runs the daemon; returns when the sandbox is torn down.
+pub fn run(args: DaemonArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("airlock: cannot start the async runtime: {e}");
+            return ExitCode::from(SETUP_FAILED);
+        }
+    };
+    let status = runtime.block_on(serve(args));
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    status
+}
+
+/// Everything about the sandbox that does not depend on the provider.
+struct Plan {
+    name: SandboxName,
+    sandboxes: Sandboxes,
+    session: Session,
+    workspace: Option<WorkspaceRecord>,
+    secret_hosts: Vec<(String, Vec<String>)>,
+    surrogate_names: Vec<String>,
+}
+
+async fn serve(args: DaemonArgs) -> ExitCode {
+    let failed = |errors: Vec<String>| {
+        for error in errors {
+            eprintln!("airlock: {error}");
+        }
+        ExitCode::from(SETUP_FAILED)
+    };
+    let (plan, config) = match Plan::prepare(&args) {
+        Ok(prepared) => prepared,
+        Err(errors) => return failed(errors),
+    };
+    let proxy = match Proxy::new(config) {
+        Ok(proxy) => proxy,
+        Err(e) => return failed(vec![e.to_string()]),
+    };
+    crate::rotation::watch_proxy(&proxy);
+    crate::panic_redaction::install(&proxy);
+    let (stop, stopped) = watch::channel(false);
+    let result = match ProviderKind::from(args.provider) {
+        ProviderKind::Local => serve_local(&plan, proxy, &stopped).await,
+        ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stopped).await,
+    };
+    let _ = stop.send(true);
+    plan.session.audit.flush();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => failed(vec![error]),
+    }
+}
+
+impl Plan {
+    fn prepare(args: &DaemonArgs) -> Result<(Plan, airlock_proxy::ProxyConfig), Vec<String>> {
+        let name = SandboxName::parse(&args.name).map_err(|e| vec![e.to_string()])?;
+        let exe = std::env::current_exe()
+            .map_err(|e| vec![format!("cannot find the airlock binary: {e}")])?;
+        let sandboxes = Sandboxes::open(&args.root, exe).map_err(|e| vec![e.to_string()])?;
+        let log = sandboxes.control_dir(&name).join("audit.jsonl");
+        let run_args = RunArgs {
+            policy: args.policy.clone(),
+            resolve: args.resolve.clone(),
+            upstream_ca: args.upstream_ca.clone(),
+            log: Some(log.display().to_string()),
+            jail: JailMode::Namespace,
+            command: vec!["sandbox".into()],
+        };
+        let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;
+        let secret_hosts = session
+            .policy
+            .secrets
+            .iter()
+            .map(|secret| {
+                let hosts = secret.hosts.iter().map(ToString::to_string).collect();
+                (secret.name.clone(), hosts)
+            })
+            .collect();
+        let surrogate_names = session
+            .policy
+            .secrets
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        let workspace = match &args.repo {
+            None => None,
+            Some(repo) => Some(workspace_record(args, &sandboxes, &name, repo)?),
+        };
+        let plan = Plan {
+            name,
+            sandboxes,
+            session,
+            workspace,
+            secret_hosts,
+            surrogate_names,
+        };
+        Ok((plan, config))
+    }
+
+    /// The environment of every command: kept variables of the creator (local only), the
+    /// surrogates, `AIRLOCK=1`, the CA-trust variables and git's credential helper.
+    fn command_env(&self, provider: ProviderKind) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = Vec::new();
+        for (name, value) in &self.session.env {
+            let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else {
+                continue;
+            };
+            let is_surrogate = self.surrogate_names.iter().any(|s| s == name);
+            let kept = provider == ProviderKind::Local && KEPT_VARIABLES.contains(&name);
+            if is_surrogate || kept || name == "AIRLOCK" {
+                env.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        let bundle = match provider {
+            ProviderKind::Local => self.session.bundle.display().to_string(),
+            ProviderKind::Docker => {
+                env.push(("PATH".into(), CONTAINER_PATH.into()));
+                env.push(("HOME".into(), "/root".into()));
+                CONTAINER_BUNDLE.to_owned()
+            }
+        };
+        for variable in run_cmd::CA_BUNDLE_VARIABLES {
+            env.push((variable.to_owned(), bundle.clone()));
+        }
+        env.extend(workspace::git_credential_env(&self.secret_hosts));
+        env
+    }
+
+    /// Records the state and tells the creator the sandbox is ready.
+    fn announce(
+        &self,
+        provider: ProviderKind,
+        confinement: Confinement,
+        workdir: PathBuf,
+    ) -> Result<(), String> {
+        let daemon = ProcessId::of(i32::try_from(std::process::id()).unwrap_or(0))
+            .ok_or("cannot read the daemon's own process identity")?;
+        let state = SandboxState {
+            name: self.name.to_string(),
+            provider,
+            daemon,
+            confinement,
+            env: self.command_env(provider),
+            workdir,
+            workspace: self.workspace.clone(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            policy: self.session_sources(),
+        };
+        self.sandboxes.save(&state).map_err(|e| e.to_string())?;
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "ready")
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("cannot report ready: {e}"))?;
+        // The creator reads one line; nothing more goes to standard output.
+        // SAFETY: closing our own standard output descriptor, not used again.
+        unsafe { libc::close(1) };
+        Ok(())
+    }
+
+    fn session_sources(&self) -> Vec<String> {
+        self.session
+            .policy
+            .network
+            .allow
+            .iter()
+            .map(|rule| rule.id.clone())
+            .take(20)
+            .collect()
+    }
+}
+
+/// The workspace of a sandbox created with `--repo`.
+fn workspace_record(
+    args: &DaemonArgs,
+    sandboxes: &Sandboxes,
+    name: &SandboxName,
+    repo: &str,
+) -> Result<WorkspaceRecord, Vec<String>> {
+    let branch = args
+        .branch
+        .clone()
+        .unwrap_or_else(|| workspace::default_branch(name.as_str()));
+    workspace::check_branch(&branch).map_err(|e| vec![format!("--branch: {e}")])?;
+    let source = if workspace::is_local_source(repo) {
+        std::fs::canonicalize(repo)
+            .map_err(|e| vec![format!("--repo {repo}: {e}")])?
+            .display()
+            .to_string()
+    } else {
+        repo.to_owned()
+    };
+    let host_workspace = sandboxes.workspace_dir(name);
+    let inside = match ProviderKind::from(args.provider) {
+        ProviderKind::Local => host_workspace.clone(),
+        ProviderKind::Docker => PathBuf::from(CONTAINER_WORKSPACE),
+    };
+    Ok(WorkspaceRecord {
+        source,
+        worktree_inside: inside.join(workspace::worktree_dir_name(&branch)),
+        branch,
+        bare_on_host: workspace::bare_path(&host_workspace),
+    })
+}
+
+/// The working directory of commands: the task worktree, else the workspace.
+fn default_workdir(plan: &Plan, workspace_inside: &Path) -> PathBuf {
+    plan.workspace.as_ref().map_or_else(
+        || workspace_inside.to_owned(),
+        |w| w.worktree_inside.clone(),
+    )
+}
+
+/// The local provider: a jail around a process that only waits.
+async fn serve_local(
+    plan: &Plan,
+    proxy: Proxy,
+    stopped: &watch::Receiver<bool>,
+) -> Result<(), String> {
+    use airlock_jail::{Jail, JailSpec};
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
+    let mut hide_paths = plan.session.hide_paths.clone();
+    hide_paths.push(plan.sandboxes.control_dir(&plan.name));
+    let mut hide_if_present = crate::host_sockets::scan();
+    for other in plan.sandboxes.names().map_err(|e| e.to_string())? {
+        if other != plan.name {
+            hide_if_present.push(plan.sandboxes.dir(&other));
+        }
+    }
+    let bind_files = run_cmd::SYSTEM_BUNDLES
+        .iter()
+        .map(Path::new)
+        .filter(|path| path.is_file())
+        .map(|path| (plan.session.bundle.clone(), path.to_owned()))
+        .collect();
+    let spec = JailSpec {
+        argv: vec![
+            exe.into_os_string(),
+            OsString::from("sandbox"),
+            OsString::from("hold"),
+        ],
+        env: Vec::new(),
+        cwd: PathBuf::from("/"),
+        tcp_ports: plan.session.tcp_ports(),
+        hide_paths,
+        hide_if_present,
+        bind_files,
+    };
+    let mut jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
+        .await
+        .map_err(|e| format!("the jail launcher failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+    let served = run_cmd::serve_handed(
+        std::mem::take(&mut jail.listeners),
+        proxy,
+        &plan.session.audit,
+        stopped,
+    )?;
+    let jail_id = ProcessId::of(jail.pid()).ok_or("the jail vanished while starting")?;
+    let signaller = jail.signaller();
+    let (started_sender, started) = tokio::sync::oneshot::channel();
+    let running = tokio::task::spawn_blocking(move || {
+        let start = jail.start();
+        let failed = start.is_err();
+        let _ = started_sender.send(start.map_err(|e| e.to_string()));
+        if failed {
+            return;
+        }
+        let _ = jail.wait();
+    });
+    started
+        .await
+        .map_err(|_| "the jail ended while starting".to_owned())??;
+    let workdir = default_workdir(plan, &plan.sandboxes.workspace_dir(&plan.name));
+    let confinement = Confinement::Local {
+        jail: jail_id,
+        cgroup: None,
+    };
+    if let Err(e) = plan.announce(ProviderKind::Local, confinement, workdir) {
+        let _ = signaller.signal(libc::SIGKILL);
+        return Err(e);
+    }
+    tokio::select! {
+        () = termination() => {}
+        _ = running => eprintln!("airlock: sandbox {}: its namespaces ended", plan.name),
+    }
+    // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
+    let _ = signaller.signal(libc::SIGKILL);
+    served.finish().await;
+    Ok(())
+}
+
+/// The docker provider (wired in once the container engine wrapper lands).
+async fn serve_docker(
+    _args: &DaemonArgs,
+    _plan: &Plan,
+    _proxy: Proxy,
+    _stopped: &watch::Receiver<bool>,
+) -> Result<(), String> {
+    let _ = (CONTAINER_POLL, CONTAINER_BUNDLE);
+    Err("the docker provider is not available in this build".into())
+}
+
+/// Completes on `SIGTERM`, `SIGINT` or `SIGHUP`.
+async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+        _ = hangup.recv() => {}
+    }
+}
+
+/// `airlock sandbox hold`: the process a local sandbox's namespaces are kept alive by.
+pub fn hold() -> ExitCode {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,359 @@
+//! `airlock sandbox` with the `local` provider, driven through the real binary: a sandbox
+//! created once runs many commands with streamed output and exit codes, reaches only what
+//! the policy allows (through the same capture as `airlock run`), keeps the real keys in
+//! its daemon, works on a private clone whose commits are exported back as a branch, pushes
+//! with a surrogate token swapped by the proxy, and leaves nothing behind — after `rm`, and
+//! after its daemon or a CLI was killed with SIGKILL.
+
+#[path = "support/run.rs"]
+mod run;
+#[path = "support/sandbox.rs"]
+mod sandbox;
+mod support;
+
+use std::time::Duration;
+
+use run::namespaces_available;
+use sandbox::{SandboxHome, alive, files_containing, process_with_marker, status, wait_until};
+use serde_json::Value;
+use support::fixture_server::{FixtureServer, make_repository};
+use support::{TestPki, Upstream};
+
+/// The value only the upstream knows.
+const REAL: &str = "ghp_R3alSandb0xT0kenOnlyTheServerKnows42";
+
+/// `create` flags that let the sandbox reach `allowed.test:PORT` (the loopback upstream).
+fn upstream_flags(pki: &TestPki, port: u16) -> Vec<String> {
+    vec![
+        "--resolve".into(),
+        "allowed.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        pki.upstream_ca_cert.to_string_lossy().into_owned(),
+        "--allow".into(),
+        format!("allowed.test:{port}"),
+    ]
+}
+
+fn create(home: &SandboxHome, name: &str, flags: &[String], env: &[(&str, &str)]) {
+    let mut args = vec!["create", name];
+    args.extend(flags.iter().map(String::as_str));
+    let output = home.run_with_env(&args, env);
+    assert_eq!(status(&output), 0, "create {name}: {}", output.stderr);
+}
+
+#[test]
+fn one_sandbox_runs_many_commands_with_streamed_output_and_rm_leaves_nothing() {
+    if !namespaces_available("one_sandbox_runs_many_commands_with_streamed_output") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let home = SandboxHome::new();
+    create(&home, "t1", &upstream_flags(&pki, port), &[]);
+
+    let listed: Value = serde_json::from_str(home.must(&["ls", "--json"]).trim()).expect("ls json");
+    assert_eq!(listed["name"], "t1");
+    assert_eq!(listed["status"], "running", "{listed}");
+    assert_eq!(listed["provider"], "local", "{listed}");
+
+    // Streams kept apart, lines in order, the last line without newline, the exit code.
+    let run = home.exec_json(
+        "t1",
+        "echo out1; echo err1 >&2; echo out2; printf tail; exit 7",
+    );
+    assert_eq!(run.stdout, ["out1", "out2", "tail"], "{run:?}");
+    assert_eq!(run.stderr, ["err1"], "{run:?}");
+    assert_eq!(run.report["exit"], 7, "{run:?}");
+    assert_eq!(run.report["timed_out"], false, "{run:?}");
+    for figure in ["wall_ms", "user_ms", "system_ms", "max_rss_kib"] {
+        assert!(
+            run.report[figure].is_u64(),
+            "{figure} missing: {:?}",
+            run.report
+        );
+    }
+
+    // Plain mode: output passed through, the command's status is ours.
+    let plain = home.run(&["exec", "t1", "--", "sh", "-c", "echo plain; exit 3"]);
+    assert_eq!(status(&plain), 3, "{}", plain.stderr);
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "plain\n");
+    let missing = home.run(&["exec", "t1", "--", "no-such-command-airlock"]);
+    assert_eq!(status(&missing), 127, "{}", missing.stderr);
+
+    // Environment and working directory per call; files persist between calls.
+    let run = home.exec_json_with(
+        "t1",
+        &["--env", "GREETING=hello there", "--cwd", "/tmp"],
+        "echo \"$GREETING\"; pwd; echo kept > \"$OLDPWD/kept.txt\" 2>/dev/null || true",
+    );
+    assert_eq!(run.stdout[..2], ["hello there", "/tmp"], "{run:?}");
+    let workdir = home.state("t1")["workdir"]
+        .as_str()
+        .expect("workdir")
+        .to_owned();
+    home.must(&["exec", "t1", "--", "sh", "-c", "echo persisted > state.txt"]);
+    let run = home.exec_json("t1", "cat state.txt; env | grep -c -i proxy || true");
+    assert_eq!(run.stdout, ["persisted", "0"], "{run:?}");
+    assert!(std::path::Path::new(&workdir).join("state.txt").is_file());
+
+    // Standard input.
+    let mut command = home.command(&["exec", "t1", "--stdin", "--", "wc", "-c"]);
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("exec --stdin");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"12345").expect("write stdin");
+    }
+    let output = child.wait_with_output().expect("exec --stdin output");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "5");
+
+    // The network: the allowed upstream answers; anything else is refused inside TLS.
+    let run = home.exec_json(
+        "t1",
+        &format!(
+            "curl -sS --max-time 20 https://allowed.test:{port}/echo/sandbox; echo; \
+             curl -sS --max-time 20 https://refused.example/x; echo"
+        ),
+    );
+    let allowed: Value = serde_json::from_str(&run.stdout[0]).expect("upstream echo");
+    assert_eq!(allowed["path"], "/echo/sandbox", "{run:?}");
+    let refused: Value = serde_json::from_str(&run.stdout[1]).expect("refusal body");
+    assert_eq!(refused["reason"], "host_not_allowed", "{run:?}");
+    assert_eq!(upstream.hit_count(), 1);
+    let audit = home.audit_text("t1");
+    assert!(audit.contains("\"host\":\"refused.example\""), "{audit}");
+
+    // A wall-clock limit kills the command and everything it started.
+    let run = home.exec_json_with(
+        "t1",
+        &["--timeout", "1"],
+        "sleep 3071 & echo started; sleep 3072",
+    );
+    assert_eq!(run.stdout, ["started"], "{run:?}");
+    assert_eq!(run.report["exit"], 124, "{run:?}");
+    assert_eq!(run.report["timed_out"], true, "{run:?}");
+    assert!(
+        wait_until(Duration::from_secs(5), || !process_with_marker(
+            "sleep 3071"
+        ) && !process_with_marker(
+            "sleep 3072"
+        )),
+        "a timed-out command's processes survived"
+    );
+
+    // rm: daemon, namespaces, listeners and files gone.
+    let daemon = home.daemon_pid("t1");
+    let jail = home.state("t1")["confinement"]["jail"]["pid"]
+        .as_i64()
+        .expect("jail pid") as i32;
+    home.must(&["exec", "t1", "--", "sh", "-c", "sleep 3073 &"]);
+    home.must(&["rm", "t1"]);
+    assert!(
+        !home.sandbox_dir("t1").exists(),
+        "the sandbox's directory survived rm"
+    );
+    assert!(wait_until(Duration::from_secs(5), || !alive(daemon) && !alive(jail)));
+    assert!(
+        wait_until(Duration::from_secs(5), || !process_with_marker(
+            "sleep 3073"
+        )),
+        "a background process survived rm"
+    );
+    let gone = home.run(&["exec", "t1", "--", "true"]);
+    assert_eq!(status(&gone), 125);
+    assert!(
+        gone.stderr.contains("no sandbox named t1"),
+        "{}",
+        gone.stderr
+    );
+}
+
+#[test]
+fn a_killed_daemon_or_cli_is_found_and_cleaned_at_the_next_command() {
+    if !namespaces_available("a_killed_daemon_or_cli_is_found_and_cleaned") {
+        return;
+    }
+    let home = SandboxHome::new();
+    create(&home, "crash", &[], &[]);
+
+    // kill -9 of an `exec` CLI: the sandbox goes on working.
+    let mut running = home.command(&["exec", "crash", "--", "sleep", "4242"]);
+    let mut child = running.spawn().expect("exec sleep");
+    assert!(wait_until(Duration::from_secs(10), || process_with_marker(
+        "sleep\x004242"
+    )));
+    child.kill().expect("kill -9 the exec CLI");
+    let _ = child.wait();
+    let run = home.exec_json("crash", "echo still-here");
+    assert_eq!(run.stdout, ["still-here"], "{run:?}");
+
+    // kill -9 of the daemon: its namespaces die with it; the next commands say so.
+    let daemon = home.daemon_pid("crash");
+    let jail = home.state("crash")["confinement"]["jail"]["pid"]
+        .as_i64()
+        .expect("jail") as i32;
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(daemon)));
+    assert!(
+        wait_until(Duration::from_secs(10), || !alive(jail)),
+        "the jail outlived its daemon"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !process_with_marker(
+            "sleep\x004242"
+        )),
+        "a command outlived its sandbox"
+    );
+    let listed: Value = serde_json::from_str(home.must(&["ls", "--json"]).trim()).expect("ls json");
+    assert_eq!(listed["status"], "dead", "{listed}");
+    let refused = home.run(&["exec", "crash", "--", "true"]);
+    assert_eq!(status(&refused), 125);
+    assert!(refused.stderr.contains("not running"), "{}", refused.stderr);
+    let again = home.run(&["create", "crash"]);
+    assert_eq!(status(&again), 125);
+    assert!(again.stderr.contains("exists already"), "{}", again.stderr);
+    home.must(&["rm", "crash"]);
+    assert!(!home.sandbox_dir("crash").exists());
+    create(&home, "crash", &[], &[]);
+}
+
+#[test]
+fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
+    if !namespaces_available("keys_control_files_and_other_sandboxes_stay_out_of_reach") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let home = SandboxHome::new();
+    let mut flags = upstream_flags(&pki, port);
+    flags.extend(["--secret".into(), "API_TOKEN@allowed.test".into()]);
+    create(&home, "keys", &flags, &[("API_TOKEN", REAL)]);
+    create(&home, "later", &[], &[]);
+
+    let control = home.sandbox_dir("keys").join("control");
+    let ca_dir = home.airlock_home();
+    let script = format!(
+        "echo \"$API_TOKEN\"; \
+         curl -sS --max-time 20 -H \"Authorization: Bearer $API_TOKEN\" https://allowed.test:{port}/echo/key >/dev/null && echo SENT; \
+         ls -A {control} | wc -l; cat {control}/state.json 2>/dev/null | wc -c; \
+         ls -A {ca_dir} 2>/dev/null | wc -l; \
+         ls -A {later} | wc -l; touch {later}/planted 2>/dev/null || echo READONLY; \
+         cat /proc/1/environ 2>/dev/null | wc -c; \
+         {{ grep -rl {REAL} /tmp /etc /var/tmp /run /dev/shm 2>/dev/null; \
+            cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -l {REAL}; }} | wc -l",
+        control = control.display(),
+        ca_dir = ca_dir.display(),
+        later = home.sandbox_dir("later").display(),
+    );
+    let run = home.exec_json_with("keys", &["--timeout", "100"], &script);
+    let surrogate = &run.stdout[0];
+    assert_eq!(surrogate.len(), REAL.len(), "{run:?}");
+    assert_ne!(surrogate, REAL);
+    assert!(
+        surrogate.starts_with("ghp_"),
+        "format-preserving surrogate: {surrogate}"
+    );
+    assert_eq!(
+        run.stdout[1..],
+        ["SENT", "0", "0", "0", "0", "READONLY", "0", "0"],
+        "control dir, CA dir, a later sandbox and the init's environment must be \
+         invisible, and no file inside may hold the real key: {run:?}"
+    );
+    let hit = upstream.hits().pop().expect("the upstream was reached");
+    let authorization = hit
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        authorization.as_deref(),
+        Some(format!("Bearer {REAL}").as_str())
+    );
+    // Nothing airlock wrote holds the real key: state, logs, audit.
+    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+}
+
+#[test]
+fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
+    if !namespaces_available("a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate") {
+        return;
+    }
+    let pki = TestPki::new();
+    let home = SandboxHome::new();
+    let repos = home.scratch().join("repos");
+    std::fs::create_dir_all(&repos).expect("repos");
+    make_repository(&repos, &home.scratch());
+    let source = home.scratch().join("source");
+    let server = FixtureServer::git_with_password(&pki, &repos, REAL);
+    let flags: Vec<String> = vec![
+        "--resolve".into(),
+        "other.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        pki.upstream_ca_cert.to_string_lossy().into_owned(),
+        "--allow".into(),
+        format!("other.test:{}", server.port),
+        "--secret".into(),
+        "GIT_TOKEN@other.test".into(),
+        "--repo".into(),
+        source.to_string_lossy().into_owned(),
+        "--branch".into(),
+        "task/one".into(),
+    ];
+    create(&home, "work", &flags, &[("GIT_TOKEN", REAL)]);
+
+    let script = format!(
+        "git rev-parse --abbrev-ref HEAD; cat README.md; \
+         echo change > agent.txt && git add agent.txt && \
+         git -c user.name=agent -c user.email=agent@example.invalid commit -q -m 'agent change' && echo COMMITTED; \
+         git push -q https://other.test:{port}/repo.git HEAD:refs/heads/from-sandbox 2>&1 && echo PUSHED",
+        port = server.port
+    );
+    let run = home.exec_json_with("work", &["--timeout", "100"], &script);
+    assert_eq!(
+        run.stdout,
+        ["task/one", "# airlock git test", "COMMITTED", "PUSHED"],
+        "{run:?}"
+    );
+    // The push reached the server with the real token (it answers 401 to anything else).
+    let pushed = std::process::Command::new("git")
+        .args(["--git-dir"])
+        .arg(repos.join("repo.git"))
+        .args(["log", "-1", "--format=%s", "from-sandbox"])
+        .output()
+        .expect("git log");
+    assert_eq!(
+        String::from_utf8_lossy(&pushed.stdout).trim(),
+        "agent change"
+    );
+    // The user's tree was never written; the branch comes back with export.
+    assert!(
+        !source.join("agent.txt").exists(),
+        "the agent wrote into the user's tree"
+    );
+    home.must(&["export", "work"]);
+    let exported = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&source)
+        .args(["log", "-1", "--format=%s", "task/one"])
+        .output()
+        .expect("git log");
+    assert_eq!(
+        String::from_utf8_lossy(&exported.stdout).trim(),
+        "agent change"
+    );
+    // A second export of a diverged branch is refused without --force.
+    home.must(&[
+        "exec", "work", "--", "sh", "-c",
+        "git reset -q --hard HEAD~1 && git -c user.name=a -c user.email=a@b.invalid commit -q --allow-empty -m other",
+    ]);
+    let diverged = home.run(&["export", "work"]);
+    assert_eq!(status(&diverged), 125, "{}", diverged.stderr);
+    home.must(&["export", "work", "--force"]);
+    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+}
