@@ -5,3 +5,5 @@
 //! Work in progress: the provider interface lands first.
 
 #![warn(missing_docs)]
+
+pub mod docker;
