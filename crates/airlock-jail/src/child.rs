@@ -13,24 +13,16 @@
 
 use std::ffi::CString;
 use std::io::{self, IoSlice};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::socket::{
-    AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag, SockType, SockaddrIn, SockaddrIn6,
-    bind, listen, sendmsg, setsockopt, socket, sockopt,
-};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
-use crate::Protocol;
+use crate::capture::{configure_network, create_listener, ipv6_available, listener_kinds};
 use crate::error::SetupStep;
-use crate::wire::{Family, MESSAGE_LEN, Message};
+use crate::wire::{MESSAGE_LEN, Message};
 
-/// The DNS port, always listened on (UDP and TCP, both families).
-const DNS_PORT: u16 = 53;
-/// Backlog of the handed TCP listeners.
-const LISTEN_BACKLOG: i32 = 1024;
 /// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// `_LINUX_CAPABILITY_VERSION_3`.
@@ -315,51 +307,9 @@ fn path_of(path: &CString) -> &std::path::Path {
     std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()))
 }
 
-/// Whether this kernel supports IPv6 sockets at all.
-fn ipv6_available() -> io::Result<bool> {
-    match socket(
-        AddressFamily::Inet6,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    ) {
-        Ok(_) => Ok(true),
-        Err(nix::errno::Errno::EAFNOSUPPORT) => Ok(false),
-        Err(errno) => Err(errno.into()),
-    }
-}
-
-/// Brings `lo` up and makes every address local.
-fn configure_network(ipv6: bool) -> StepResult<()> {
-    let loopback = nix::net::if_::if_nametoindex("lo").at(SetupStep::LoopbackUp)?;
-    let mut netlink = crate::netlink::RouteSocket::open().at(SetupStep::LoopbackUp)?;
-    netlink.set_link_up(loopback).at(SetupStep::LoopbackUp)?;
-    netlink
-        .add_local_default_route(loopback, false)
-        .at(SetupStep::LocalRouteIpv4)?;
-    if ipv6 {
-        netlink
-            .add_local_default_route(loopback, true)
-            .at(SetupStep::LocalRouteIpv6)?;
-    }
-    Ok(())
-}
-
 /// Creates every listening socket and hands each one to airlock.
 fn create_and_send_listeners(plan: &ChildPlan, control: RawFd, ipv6: bool) -> StepResult<()> {
-    let families: &[Family] = if ipv6 {
-        &[Family::V4, Family::V6]
-    } else {
-        &[Family::V4]
-    };
-    let mut wanted = Vec::new();
-    for family in families {
-        for port in &plan.tcp_ports {
-            wanted.push((Protocol::Tcp, *family, *port));
-        }
-        wanted.push((Protocol::Udp, *family, DNS_PORT));
-    }
-    for (proto, family, port) in wanted {
+    for (proto, family, port) in listener_kinds(&plan.tcp_ports, ipv6) {
         let socket = create_listener(proto, family, port).at(SetupStep::CreateListener)?;
         send_message(
             control,
@@ -373,46 +323,6 @@ fn create_and_send_listeners(plan: &ChildPlan, control: RawFd, ipv6: bool) -> St
         .at(SetupStep::SendListener)?;
     }
     Ok(())
-}
-
-/// One wildcard socket: TCP listening, or UDP with packet-info enabled so
-/// airlock can learn each datagram's original destination.
-fn create_listener(proto: Protocol, family: Family, port: u16) -> nix::Result<OwnedFd> {
-    let address_family = match family {
-        Family::V4 => AddressFamily::Inet,
-        Family::V6 => AddressFamily::Inet6,
-    };
-    let kind = match proto {
-        Protocol::Tcp => SockType::Stream,
-        Protocol::Udp => SockType::Datagram,
-    };
-    let socket = socket(address_family, kind, SockFlag::SOCK_CLOEXEC, None)?;
-    setsockopt(&socket, sockopt::ReuseAddr, &true)?;
-    match family {
-        Family::V4 => {
-            if proto == Protocol::Udp {
-                setsockopt(&socket, sockopt::Ipv4PacketInfo, &true)?;
-            }
-            bind(
-                socket.as_raw_fd(),
-                &SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
-            )?;
-        }
-        Family::V6 => {
-            setsockopt(&socket, sockopt::Ipv6V6Only, &true)?;
-            if proto == Protocol::Udp {
-                setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true)?;
-            }
-            bind(
-                socket.as_raw_fd(),
-                &SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)),
-            )?;
-        }
-    }
-    if proto == Protocol::Tcp {
-        listen(&socket, Backlog::new(LISTEN_BACKLOG)?)?;
-    }
-    Ok(socket)
 }
 
 /// Sends one control message, with at most one descriptor attached.

@@ -46,11 +46,15 @@ pub enum SetupStep {
     DropCapabilities,
     /// Resetting signal dispositions and the signal mask for the command.
     ResetSignals,
+    /// Entering an existing network namespace (`setns`) to capture it.
+    EnterNetworkNamespace,
+    /// Listing the interfaces of a network namespace being captured.
+    ListInterfaces,
 }
 
 impl SetupStep {
     /// Every step, in the order of their wire codes.
-    const ALL: [SetupStep; 20] = [
+    const ALL: [SetupStep; 22] = [
         SetupStep::ParentDeathSignal,
         SetupStep::CloseInheritedDescriptors,
         SetupStep::Unshare,
@@ -71,6 +75,8 @@ impl SetupStep {
         SetupStep::ForkCommand,
         SetupStep::DropCapabilities,
         SetupStep::ResetSignals,
+        SetupStep::EnterNetworkNamespace,
+        SetupStep::ListInterfaces,
     ];
 
     /// The step's one-byte code on the jail's control socket.
@@ -107,6 +113,8 @@ impl SetupStep {
             SetupStep::ForkCommand => "forking the command",
             SetupStep::DropCapabilities => "dropping capabilities",
             SetupStep::ResetSignals => "resetting signal handling",
+            SetupStep::EnterNetworkNamespace => "entering the network namespace",
+            SetupStep::ListInterfaces => "listing the network namespace's interfaces",
         }
     }
 }
@@ -171,6 +179,27 @@ pub enum JailError {
         /// The error the kernel returned.
         #[source]
         source: io::Error,
+    },
+    /// A step of [`crate::capture_network_namespace`] failed; no listener
+    /// was returned.
+    #[error("capturing the network namespace failed while {step}: {source}")]
+    Capture {
+        /// The step that failed.
+        step: SetupStep,
+        /// The error the kernel returned.
+        #[source]
+        source: io::Error,
+    },
+    /// The network namespace to capture has interfaces besides `lo`, which
+    /// could carry traffic past airlock; it was left as it was.
+    #[error(
+        "the network namespace has interfaces besides lo ({}): refusing to capture it, \
+         as they could carry traffic past airlock (start the container with `--network none`)",
+        names.join(", ")
+    )]
+    UnexpectedInterfaces {
+        /// The names of the other interfaces.
+        names: Vec<String>,
     },
     /// A step of the launcher itself (in airlock's own process) failed.
     #[error("jail launcher failed while {what}: {source}")]

@@ -18,6 +18,10 @@
 //! status. Every setup failure is an error naming the step and the command
 //! is never executed (fail closed). If airlock dies, the jail dies with it.
 //!
+//! [`capture_network_namespace`] does the network part alone for a namespace
+//! that already exists (a `docker run --network none` container's): the same
+//! routes and listeners, made from a dedicated thread that enters it.
+//!
 //! Signals: terminal-generated signals (Ctrl-C, window size changes) reach
 //! the command directly, as it stays in airlock's process group. A launcher
 //! should therefore ignore `SIGINT` while the command runs, as shells do, and
@@ -58,6 +62,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+mod capture;
 mod child;
 mod enter;
 mod error;
@@ -71,6 +76,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 pub use addr::{Datagram, original_destination, recv_datagram, send_datagram_from};
+pub use capture::capture_network_namespace;
 pub use enter::JailEntry;
 pub use error::{ExecFailure, JailError, SetupStep};
 pub use parent::{Jail, JailExit, JailSignaller, RunningJail};

@@ -6,7 +6,7 @@
 use std::io;
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage,
     NetlinkPayload,
 };
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
@@ -48,7 +48,8 @@ impl RouteSocket {
         self.request(RouteNetlinkMessage::SetLink(link), 0)
     }
 
-    /// Adds `local <any>/0 dev <index> table local` for IPv4 (`ipv6 == false`) or IPv6.
+    /// Adds `local <any>/0 dev <index> table local` for IPv4 (`ipv6 == false`) or IPv6,
+    /// replacing a route with the same key (a namespace captured a second time).
     pub(crate) fn add_local_default_route(&mut self, index: u32, ipv6: bool) -> io::Result<()> {
         let mut route = RouteMessage::default();
         route.header.address_family = if ipv6 {
@@ -73,7 +74,7 @@ impl RouteSocket {
         ];
         self.request(
             RouteNetlinkMessage::NewRoute(route),
-            NLM_F_CREATE | NLM_F_EXCL,
+            NLM_F_CREATE | NLM_F_REPLACE,
         )
     }
 

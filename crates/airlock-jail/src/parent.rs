@@ -9,7 +9,6 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, IoSliceMut};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, mpsc};
@@ -20,17 +19,16 @@ use nix::sys::socket::{
     AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, recvmsg, socketpair,
 };
 
+use crate::capture::listening_ports;
 use crate::child::{ChildPlan, run_jail, send_message};
 use crate::error::{ExecFailure, JailError};
-use crate::wire::{Family, MESSAGE_LEN, Message};
+use crate::wire::{MESSAGE_LEN, Message};
 use crate::{HandedListener, JailSpec};
 
 /// How long the jail may take to build itself and report ready.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `execve` of the command may take to succeed or fail.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(30);
-/// The DNS port, always listened on.
-const DNS_PORT: u16 = 53;
 /// `PATH` used when the command's environment has none.
 const DEFAULT_PATH: &[u8] = b"/usr/local/bin:/usr/bin:/bin";
 
@@ -247,11 +245,11 @@ impl RunningJail {
                     },
                     Some(fd),
                 ) => {
-                    let addr = match family {
-                        Family::V4 => SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
-                        Family::V6 => SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
-                    };
-                    listeners.push(HandedListener { proto, addr, fd });
+                    listeners.push(HandedListener {
+                        proto,
+                        addr: family.wildcard(port),
+                        fd,
+                    });
                 }
                 (Message::Ready, None) => return Ok(listeners),
                 (Message::SetupFailed { step, errno }, None) => {
@@ -511,15 +509,7 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         .unwrap_or(DEFAULT_PATH);
     let program_candidates = program_candidates(program.as_bytes(), path)?;
 
-    let mut tcp_ports = spec.tcp_ports.clone();
-    if tcp_ports.contains(&0) {
-        return Err(JailError::InvalidSpec(
-            "port 0 cannot be listened on".into(),
-        ));
-    }
-    tcp_ports.push(DNS_PORT);
-    tcp_ports.sort_unstable();
-    tcp_ports.dedup();
+    let tcp_ports = listening_ports(&spec.tcp_ports)?;
 
     let hide_paths = spec
         .hide_paths

@@ -2,6 +2,8 @@
 //! socket pair between airlock and the jail (listeners with their file
 //! descriptor, ready, failures, go-ahead).
 
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
 use crate::Protocol;
 use crate::error::SetupStep;
 
@@ -21,6 +23,16 @@ pub(crate) enum Family {
     V4,
     /// IPv6 (`[::]`, `IPV6_V6ONLY`).
     V6,
+}
+
+impl Family {
+    /// The wildcard address of this family with `port` (`0.0.0.0:port`, `[::]:port`).
+    pub(crate) fn wildcard(self, port: u16) -> SocketAddr {
+        match self {
+            Family::V4 => SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+            Family::V6 => SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+        }
+    }
 }
 
 /// One control message.

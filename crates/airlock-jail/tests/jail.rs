@@ -10,18 +10,15 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use airlock_jail::{
-    ExecFailure, HandedListener, Jail, JailError, JailExit, JailSpec, Protocol, RunningJail,
-    SetupStep, original_destination, recv_datagram, send_datagram_from,
-};
+use airlock_jail::{ExecFailure, Jail, JailError, JailExit, JailSpec, RunningJail, SetupStep};
 
-/// Upper bound of every wait in these tests.
-const BOUND: Duration = Duration::from_secs(20);
+mod support;
+
+use support::{ANY_ADDRESS_CLIENT, BOUND, expect_any_address_traffic};
 
 fn spec(argv: &[&str]) -> JailSpec {
     JailSpec {
@@ -216,61 +213,6 @@ fn hidden_directories_are_empty_and_bound_files_read_only() {
     assert!(hidden.join("ca.key").exists());
 }
 
-fn take_listener(
-    listeners: &mut Vec<HandedListener>,
-    proto: Protocol,
-    ipv6: bool,
-    port: u16,
-) -> Option<HandedListener> {
-    let position = listeners
-        .iter()
-        .position(|l| l.proto == proto && l.addr.port() == port && l.addr.is_ipv6() == ipv6)?;
-    Some(listeners.swap_remove(position))
-}
-
-fn accept_bounded(listener: &std::net::TcpListener) -> std::net::TcpStream {
-    listener.set_nonblocking(true).expect("nonblocking");
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false).expect("blocking");
-                stream.set_read_timeout(Some(BOUND)).expect("timeout");
-                return stream;
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(Instant::now() < deadline, "no connection within {BOUND:?}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(error) => panic!("accept: {error}"),
-        }
-    }
-}
-
-const CLIENT: &str = r#"
-import socket, sys
-s = socket.create_connection(("203.0.113.7", 443), timeout=10)
-s.sendall(b"hello-airlock")
-if s.recv(16) != b"ok":
-    sys.exit(2)
-s.close()
-try:
-    socket.create_connection(("203.0.113.7", 8081), timeout=10)
-    sys.exit(3)
-except ConnectionRefusedError:
-    pass
-if sys.argv[1] == "v6":
-    s = socket.create_connection(("2001:db8::7", 80), timeout=10)
-    s.sendall(b"six")
-    s.close()
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.settimeout(10)
-u.sendto(b"dns-query", ("198.51.100.1", 53))
-data, source = u.recvfrom(64)
-if data != b"dns-answer" or source != ("198.51.100.1", 53):
-    sys.exit(4)
-"#;
-
 #[test]
 fn handed_listeners_catch_traffic_to_any_address() {
     let probe = Jail::spawn(spec(&["true"]));
@@ -285,61 +227,14 @@ fn handed_listeners_catch_traffic_to_any_address() {
     drop(probe);
 
     let family = if ipv6 { "v6" } else { "v4" };
-    let Some(mut jail) = spawn_or_skip(spec(&["python3", "-c", CLIENT, family])) else {
+    let Some(mut jail) = spawn_or_skip(spec(&["python3", "-c", ANY_ADDRESS_CLIENT, family])) else {
         return;
     };
     let mut listeners = std::mem::take(&mut jail.listeners);
     // TCP 80, 443, 53 and UDP 53 per family.
     assert_eq!(listeners.len(), if ipv6 { 8 } else { 4 });
-    let https = take_listener(&mut listeners, Protocol::Tcp, false, 443)
-        .expect("tcp 443 listener")
-        .into_tcp_listener()
-        .expect("tcp");
-    let dns = take_listener(&mut listeners, Protocol::Udp, false, 53)
-        .expect("udp 53 socket")
-        .into_udp_socket()
-        .expect("udp");
-    let http6 = if ipv6 {
-        take_listener(&mut listeners, Protocol::Tcp, true, 80)
-            .and_then(|listener| listener.into_tcp_listener().ok())
-    } else {
-        None
-    };
     jail.start().expect("start");
-
-    let mut stream = accept_bounded(&https);
-    let mut received = [0u8; 13];
-    stream.read_exact(&mut received).expect("read");
-    assert_eq!(&received, b"hello-airlock");
-    let destination = SocketAddr::from((Ipv4Addr::new(203, 0, 113, 7), 443));
-    assert_eq!(
-        original_destination(&stream).expect("getsockname"),
-        destination
-    );
-    assert_eq!(stream.local_addr().expect("local_addr"), destination);
-    stream.write_all(b"ok").expect("write");
-    drop(stream);
-
-    if let Some(http6) = http6 {
-        let mut stream = accept_bounded(&http6);
-        let mut received = [0u8; 3];
-        stream.read_exact(&mut received).expect("read");
-        assert_eq!(&received, b"six");
-        let destination: SocketAddr = "[2001:db8::7]:80".parse().expect("address");
-        assert_eq!(
-            original_destination(&stream).expect("getsockname"),
-            destination
-        );
-    }
-
-    dns.set_read_timeout(Some(BOUND)).expect("timeout");
-    let mut buffer = [0u8; 512];
-    let datagram = recv_datagram(&dns, &mut buffer).expect("datagram");
-    assert_eq!(&buffer[..datagram.len], b"dns-query");
-    let resolver = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
-    assert_eq!(datagram.original_destination, Some(resolver));
-    send_datagram_from(&dns, b"dns-answer", datagram.source, resolver).expect("send");
-
+    expect_any_address_traffic(&mut listeners, ipv6);
     assert_eq!(finish(&mut jail), JailExit::Exited(0));
 }
 

@@ -11,9 +11,7 @@
 //! never in it. A container whose sandbox is gone is found by its label and removed at the
 //! next `airlock sandbox` command.
 
-use std::path::Path;
-
-use crate::docker::Docker;
+use crate::docker::{ContainerId, Docker};
 use crate::exec::{self, EXEC_ID_VARIABLE, ExecStream, Usage};
 use crate::state::{Confinement, Health, Sandboxes};
 use crate::{CreateOptions, ExecRequest, Provider, ProviderKind, SandboxError, SandboxName};
@@ -44,17 +42,14 @@ impl DockerProvider {
         let root = self.sandboxes.root().display().to_string();
         let mut removed = Vec::new();
         for container in docker.list_labelled(SANDBOX_LABEL)? {
-            let label = |key: &str| {
-                container
-                    .labels
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, v)| v.clone())
-            };
-            if label(ROOT_LABEL).as_deref() != Some(root.as_str()) {
+            if container.labels.get(ROOT_LABEL) != Some(&root) {
                 continue;
             }
-            let Some(name) = label(SANDBOX_LABEL).and_then(|n| SandboxName::parse(&n).ok()) else {
+            let Some(name) = container
+                .labels
+                .get(SANDBOX_LABEL)
+                .and_then(|n| SandboxName::parse(n).ok())
+            else {
                 continue;
             };
             let alive = self
@@ -99,15 +94,20 @@ impl Provider for DockerProvider {
         env.extend(request.env.iter().cloned());
         env.push((EXEC_ID_VARIABLE.to_owned(), exec_id.clone()));
         let cwd = request.cwd.clone().unwrap_or_else(|| state.workdir.clone());
-        let docker = Docker::with_engine(engine.clone());
-        let command = docker.exec_command(container, Path::new(&cwd), &env, &request.argv);
+        let id = container_id(container)?;
+        let cwd = cwd.to_str().ok_or_else(|| {
+            SandboxError::Unsupported(format!("{}: not a UTF-8 directory", cwd.display()))
+        })?;
+        let command = Docker::at(engine.clone()).exec_command(&id, cwd, &env, &request.argv)?;
         exec::stream(command, &request, exec_id, Usage::Unknown)
     }
 
     fn teardown(&self, name: &SandboxName) -> Result<(), SandboxError> {
         crate::launch::stop_and_remove(&self.sandboxes, name, |state| {
-            if let Some(Confinement::Docker { container, engine }) = state.map(|s| &s.confinement) {
-                let _ = Docker::with_engine(engine.clone()).remove(container);
+            if let Some(Confinement::Docker { container, engine }) = state.map(|s| &s.confinement)
+                && let Ok(id) = container_id(container)
+            {
+                let _ = Docker::at(engine.clone()).remove(&id);
             }
         })?;
         self.remove_orphans().map(drop)
@@ -116,4 +116,12 @@ impl Provider for DockerProvider {
     fn health(&self, name: &SandboxName) -> Result<Health, SandboxError> {
         self.sandboxes.health(name)
     }
+}
+
+/// The recorded container ID, checked.
+fn container_id(text: &str) -> Result<ContainerId, SandboxError> {
+    ContainerId::parse(text).ok_or_else(|| SandboxError::CorruptState {
+        path: "state.json".into(),
+        why: format!("{text:?} is not a container ID"),
+    })
 }

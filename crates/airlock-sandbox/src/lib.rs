@@ -57,7 +57,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(target_os = "linux")]
-pub use docker_provider::DockerProvider;
+pub use docker_provider::{DockerProvider, ROOT_LABEL, SANDBOX_LABEL};
 pub use error::SandboxError;
 pub use exec::{ExecEvent, ExecReport, ExecStream};
 pub use launch::{CreateOptions, Limits};

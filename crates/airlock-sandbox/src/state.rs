@@ -254,7 +254,10 @@ impl Sandboxes {
                 Health::Dead("its namespaces are gone".into())
             }
             Confinement::Docker { container, engine } => {
-                match crate::docker::Docker::with_engine(engine.clone()).is_running(container) {
+                let Some(id) = crate::docker::ContainerId::parse(container) else {
+                    return Health::Dead(format!("{container:?} is not a container ID"));
+                };
+                match crate::docker::Docker::at(engine.clone()).is_running(&id) {
                     Ok(true) => Health::Running,
                     Ok(false) => Health::Dead(format!("its container {container} is not running")),
                     Err(e) => Health::Dead(format!("its container cannot be inspected: {e}")),
@@ -286,16 +289,15 @@ impl Sandboxes {
     /// Loads `name` and checks that it can run commands.
     pub fn running(&self, name: &SandboxName) -> Result<SandboxState, SandboxError> {
         let state = self.load(name)?;
-        match self.health_of(&state) {
-            Health::Running => Ok(state),
-            Health::Starting | Health::Dead(_) => Err(SandboxError::NotRunning {
-                name: name.to_string(),
-                why: match self.health_of(&state) {
-                    Health::Dead(why) => why,
-                    _ => "starting".into(),
-                },
-            }),
-        }
+        let why = match self.health_of(&state) {
+            Health::Running => return Ok(state),
+            Health::Starting => "it is starting".to_owned(),
+            Health::Dead(why) => why,
+        };
+        Err(SandboxError::NotRunning {
+            name: name.to_string(),
+            why,
+        })
     }
 }
 

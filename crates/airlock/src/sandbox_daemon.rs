@@ -28,7 +28,7 @@ const KEPT_VARIABLES: [&str; 11] = [
     "TMPDIR",
 ];
 /// Where the CA bundle is copied inside a container.
-const CONTAINER_BUNDLE: &str = "/etc/airlock/ca-bundle.pem";
+const CONTAINER_BUNDLE: &str = "/etc/airlock-ca-bundle.pem";
 /// The default `PATH` inside a container.
 const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// The workspace's mount point inside a container.
@@ -393,15 +393,105 @@ async fn serve_local(
     Ok(())
 }
 
-/// The docker provider (wired in once the container engine wrapper lands).
+/// The docker provider: a container with no network but airlock's capture.
 async fn serve_docker(
-    _args: &DaemonArgs,
-    _plan: &Plan,
-    _proxy: Proxy,
-    _stopped: &watch::Receiver<bool>,
+    args: &DaemonArgs,
+    plan: &Plan,
+    proxy: Proxy,
+    stopped: &watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let _ = (CONTAINER_POLL, CONTAINER_BUNDLE);
-    Err("the docker provider is not available in this build".into())
+    use airlock_sandbox::docker::{Docker, RunSpec};
+    let image = args
+        .image
+        .clone()
+        .ok_or("the docker provider needs --image")?;
+    let docker = blocking(|| Docker::detect().map_err(|e| e.to_string())).await?;
+    let spec = RunSpec {
+        name: format!("airlock-{}", plan.name),
+        image,
+        labels: vec![
+            (airlock_sandbox::SANDBOX_LABEL.into(), plan.name.to_string()),
+            (
+                airlock_sandbox::ROOT_LABEL.into(),
+                plan.sandboxes.root().display().to_string(),
+            ),
+        ],
+        memory_bytes: args.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
+        cpus: args.millicpus.map(|milli| milli as f64 / 1000.0),
+        pids_limit: args.pids.map(|pids| u32::try_from(pids).unwrap_or(u32::MAX)),
+        workspace: Some(plan.sandboxes.workspace_dir(&plan.name)),
+    };
+    let starting = docker.clone();
+    let id = blocking(move || starting.run_detached(&spec).map_err(|e| e.to_string())).await?;
+    let result = serve_container(plan, proxy, stopped, &docker, &id).await;
+    let remover = docker.clone();
+    let removed = blocking(move || remover.remove(&id).map_err(|e| e.to_string())).await;
+    result.and(removed)
+}
+
+/// Captures the container's network, serves it, records the sandbox and waits for the end.
+async fn serve_container(
+    plan: &Plan,
+    proxy: Proxy,
+    stopped: &watch::Receiver<bool>,
+    docker: &airlock_sandbox::docker::Docker,
+    id: &airlock_sandbox::docker::ContainerId,
+) -> Result<(), String> {
+    let (inspecting, container) = (docker.clone(), id.clone());
+    let pid = blocking(move || inspecting.init_pid(&container).map_err(|e| e.to_string())).await?;
+    let tcp_ports = plan.session.tcp_ports();
+    let listeners = blocking(move || {
+        let netns = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+            .map_err(|e| format!("cannot open the container's network namespace: {e}"))?;
+        airlock_jail::capture_network_namespace(&netns, &tcp_ports).map_err(|e| e.to_string())
+    })
+    .await?;
+    let served = run_cmd::serve_handed(listeners, proxy, &plan.session.audit, stopped)?;
+    let (copying, container, bundle) = (docker.clone(), id.clone(), plan.session.bundle.clone());
+    blocking(move || {
+        copying
+            .copy_into(&container, &bundle, CONTAINER_BUNDLE)
+            .map_err(|e| e.to_string())?;
+        // Tools that ignore the CA variables read the system bundle: where the image has
+        // one, it becomes airlock's (system roots plus the airlock CA).
+        for system in run_cmd::SYSTEM_BUNDLES {
+            let _ = copying.copy_into(&container, &bundle, system);
+        }
+        Ok::<(), String>(())
+    })
+    .await?;
+    let workdir = default_workdir(plan, Path::new(CONTAINER_WORKSPACE));
+    let confinement = Confinement::Docker {
+        container: id.to_string(),
+        engine: docker.program().to_owned(),
+    };
+    plan.announce(ProviderKind::Docker, confinement, workdir)?;
+    let (watching, container) = (docker.clone(), id.clone());
+    let ended = async move {
+        loop {
+            tokio::time::sleep(CONTAINER_POLL).await;
+            let (checking, id) = (watching.clone(), container.clone());
+            let running = blocking(move || Ok::<bool, String>(checking.is_running(&id).unwrap_or(false))).await;
+            if running != Ok(true) {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = termination() => {}
+        () = ended => eprintln!("airlock: sandbox {}: its container stopped", plan.name),
+    }
+    served.finish().await;
+    Ok(())
+}
+
+/// Runs blocking work (the container engine's CLI) off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("a blocking task failed: {e}"))?
 }
 
 /// Completes on `SIGTERM`, `SIGINT` or `SIGHUP`.
