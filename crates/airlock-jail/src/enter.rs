@@ -38,6 +38,8 @@ pub struct JailEntry {
     namespaces: Vec<(File, libc::c_int)>,
     /// Directories covered (in the jail's mount namespace) before the command starts.
     hide: Vec<(CString, CString)>,
+    /// `cgroup.procs` files the command joins before it enters the namespaces.
+    cgroups: Vec<File>,
 }
 
 impl JailEntry {
@@ -64,7 +66,22 @@ impl JailEntry {
         Ok(JailEntry {
             namespaces,
             hide: Vec::new(),
+            cgroups: Vec::new(),
         })
+    }
+
+    /// Control groups (their directories) the command joins before it enters the
+    /// namespaces, so that it and everything it starts share the jail's resource limits.
+    pub fn join_cgroups(&mut self, groups: &[std::path::PathBuf]) -> io::Result<()> {
+        for group in groups {
+            let procs = group.join("cgroup.procs");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&procs)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", procs.display())))?;
+            self.cgroups.push(file);
+        }
+        Ok(())
     }
 
     /// Directories to cover with an empty read-only file system in the jail's mount
@@ -91,13 +108,27 @@ impl JailEntry {
         let cwd = CString::new(cwd.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the directory"))?;
         // SAFETY: the closure runs in the forked child before exec and only makes
-        // async-signal-safe system calls (setns, fork, waitpid, kill, sigaction, prctl,
-        // chdir, close_range, _exit) on data prepared before the fork.
+        // async-signal-safe system calls (write, setns, stat, mount, fork, waitpid, kill,
+        // sigaction, prctl, chdir, close_range, _exit) on data prepared before the fork.
         unsafe {
-            command.pre_exec(move || enter_in_child(&self.namespaces, &self.hide, &cwd));
+            command.pre_exec(move || {
+                join_cgroups(&self.cgroups)?;
+                enter_in_child(&self.namespaces, &self.hide, &cwd)
+            });
         }
         Ok(())
     }
+}
+
+/// Moves the calling process into each group (`0` names the writer itself).
+fn join_cgroups(groups: &[File]) -> io::Result<()> {
+    for group in groups {
+        // SAFETY: write of two bytes from a static buffer to an open descriptor.
+        if unsafe { libc::write(group.as_raw_fd(), b"0\n".as_ptr().cast(), 2) } != 2 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// In the spawned child: joins the namespaces, forks the command (which returns here to

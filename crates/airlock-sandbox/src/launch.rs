@@ -58,6 +58,10 @@ pub struct CreateOptions {
     pub branch: Option<String>,
     /// Resource limits.
     pub limits: Limits,
+    /// Variables added to the daemon's environment (which is otherwise this process's):
+    /// where `--secret` real values are read from, `AIRLOCK_HOME`. The daemon keeps them
+    /// in memory only; commands in the sandbox never see them.
+    pub daemon_env: Vec<(String, String)>,
 }
 
 impl CreateOptions {
@@ -75,6 +79,7 @@ impl CreateOptions {
             repo: None,
             branch: None,
             limits: Limits::default(),
+            daemon_env: Vec::new(),
         }
     }
 
@@ -158,6 +163,7 @@ fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), Sandbo
         .arg("sandbox")
         .arg("daemon")
         .args(options.daemon_arguments(sandboxes))
+        .envs(options.daemon_env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log);

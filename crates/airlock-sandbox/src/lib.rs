@@ -41,6 +41,8 @@
 #![warn(missing_docs)]
 
 #[cfg(target_os = "linux")]
+pub mod cgroup;
+#[cfg(target_os = "linux")]
 mod docker_provider;
 mod error;
 pub mod exec;

@@ -38,7 +38,7 @@ impl Provider for LocalProvider {
 
     fn exec(&self, name: &SandboxName, request: ExecRequest) -> Result<ExecStream, SandboxError> {
         let state = self.sandboxes.running(name)?;
-        let Confinement::Local { jail, .. } = &state.confinement else {
+        let Confinement::Local { jail, cgroups } = &state.confinement else {
             return Err(crate::launch::wrong_provider(&state, self.kind()));
         };
         let Some((program, arguments)) = request.argv.split_first() else {
@@ -58,6 +58,7 @@ impl Provider for LocalProvider {
             .map(|other| self.sandboxes.dir(&other))
             .collect();
         entry.hide_directories(&others).map_err(spawn_error)?;
+        entry.join_cgroups(cgroups).map_err(spawn_error)?;
         let exec_id = exec::new_exec_id();
         let mut command = Command::new(program);
         command
@@ -74,11 +75,12 @@ impl Provider for LocalProvider {
     fn teardown(&self, name: &SandboxName) -> Result<(), SandboxError> {
         crate::launch::stop_and_remove(&self.sandboxes, name, |state| {
             // The jail dies with its daemon (parent-death signal); make sure of it.
-            if let Some(Confinement::Local { jail, .. }) = state.map(|s| &s.confinement)
-                && jail.is_alive()
-            {
-                // SAFETY: kill has no memory-safety preconditions; identity checked.
-                unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+            if let Some(Confinement::Local { jail, cgroups }) = state.map(|s| &s.confinement) {
+                if jail.is_alive() {
+                    // SAFETY: kill has no memory-safety preconditions; identity checked.
+                    unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+                }
+                crate::cgroup::remove(cgroups);
             }
         })
     }

@@ -67,8 +67,9 @@ pub enum Confinement {
     Local {
         /// The jail's outer process.
         jail: ProcessId,
-        /// The cgroup (v2) directory the sandbox's processes are in, when limits apply.
-        cgroup: Option<PathBuf>,
+        /// The control groups the sandbox's processes are in (one per hierarchy), when
+        /// resource limits apply.
+        cgroups: Vec<PathBuf>,
     },
     /// The container of [`crate::DockerProvider`].
     Docker {

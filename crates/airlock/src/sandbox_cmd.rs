@@ -166,8 +166,9 @@ fn sandboxes() -> Result<Sandboxes, SandboxError> {
     Ok(sandboxes)
 }
 
-/// Cleans what crashed daemons left: orphaned containers; a local jail outliving its
-/// daemon (it should not: it has a parent-death signal) is killed.
+/// Cleans what crashed daemons left: orphaned containers, the control groups of a local
+/// sandbox, and a local jail outliving its daemon (it should not: it has a parent-death
+/// signal).
 fn reap(sandboxes: &Sandboxes) {
     if let Ok(removed) = DockerProvider::new(sandboxes.clone()).remove_orphans() {
         for name in removed {
@@ -178,12 +179,14 @@ fn reap(sandboxes: &Sandboxes) {
         let Ok(state) = sandboxes.load(&name) else {
             continue;
         };
-        if let Confinement::Local { jail, .. } = &state.confinement
+        if let Confinement::Local { jail, cgroups } = &state.confinement
             && !state.daemon.is_alive()
-            && jail.is_alive()
         {
-            // SAFETY: kill has no memory-safety preconditions; identity checked.
-            unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+            if jail.is_alive() {
+                // SAFETY: kill has no memory-safety preconditions; identity checked.
+                unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+            }
+            airlock_sandbox::cgroup::remove(cgroups);
         }
     }
 }

@@ -120,6 +120,7 @@ struct Plan {
     workspace: Option<WorkspaceRecord>,
     secret_hosts: Vec<(String, Vec<String>)>,
     surrogate_names: Vec<String>,
+    limits: airlock_sandbox::Limits,
 }
 
 async fn serve(args: DaemonArgs) -> ExitCode {
@@ -194,6 +195,11 @@ impl Plan {
             workspace,
             secret_hosts,
             surrogate_names,
+            limits: airlock_sandbox::Limits {
+                memory_mib: args.memory_mib,
+                millicpus: args.millicpus,
+                pids: args.pids,
+            },
         };
         Ok((plan, config))
     }
@@ -349,10 +355,53 @@ async fn serve_local(
         hide_if_present,
         bind_files,
     };
-    let mut jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
+    let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
         .await
         .map_err(|e| format!("the jail launcher failed: {e}"))?
         .map_err(|e| e.to_string())?;
+    let tag = format!("airlock-{}-{}", plan.name, std::process::id());
+    let cgroups = airlock_sandbox::cgroup::create(&tag, &plan.limits)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    // The jail's outer process and its init (forked already) join before the holder
+    // starts; everything forked later inherits.
+    let mut members = vec![jail.pid()];
+    members.extend(children_of(jail.pid()));
+    for pid in members {
+        if let Err(e) = airlock_sandbox::cgroup::add_process(&cgroups, pid) {
+            airlock_sandbox::cgroup::remove(&cgroups);
+            return Err(e.to_string());
+        }
+    }
+    let result = serve_jail(plan, proxy, stopped, jail, &cgroups).await;
+    airlock_sandbox::cgroup::remove(&cgroups);
+    result
+}
+
+/// The PIDs of the children of `pid` (from `/proc/PID/task/*/children`).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut children = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return children;
+    };
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    children
+}
+
+/// Serves a built jail: starts its holder, records the sandbox, waits for the end.
+async fn serve_jail(
+    plan: &Plan,
+    proxy: Proxy,
+    stopped: &watch::Receiver<bool>,
+    mut jail: airlock_jail::RunningJail,
+    cgroups: &[PathBuf],
+) -> Result<(), String> {
     let served = run_cmd::serve_handed(
         std::mem::take(&mut jail.listeners),
         proxy,
@@ -377,7 +426,7 @@ async fn serve_local(
     let workdir = default_workdir(plan, &plan.sandboxes.workspace_dir(&plan.name));
     let confinement = Confinement::Local {
         jail: jail_id,
-        cgroup: None,
+        cgroups: cgroups.to_vec(),
     };
     if let Err(e) = plan.announce(ProviderKind::Local, confinement, workdir) {
         let _ = signaller.signal(libc::SIGKILL);

@@ -357,3 +357,63 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
     home.must(&["export", "work", "--force"]);
     assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
 }
+
+#[test]
+fn resource_limits_bind_every_command_and_vanish_with_the_sandbox() {
+    if !namespaces_available("resource_limits_bind_every_command") {
+        return;
+    }
+    let home = SandboxHome::new();
+    let output = home.run(&[
+        "create", "limited", "--pids", "24", "--memory", "64", "--cpus", "0.5",
+    ]);
+    if status(&output) != 0 && output.stderr.contains("need a writable cgroup") {
+        eprintln!(
+            "skipping resource_limits_bind_every_command: no writable cgroup file system here: {}",
+            output.stderr
+        );
+        return;
+    }
+    assert_eq!(status(&output), 0, "{}", output.stderr);
+    let groups: Vec<std::path::PathBuf> = home.state("limited")["confinement"]["cgroups"]
+        .as_array()
+        .expect("cgroups recorded")
+        .iter()
+        .map(|g| g.as_str().expect("path").into())
+        .collect();
+    assert!(!groups.is_empty());
+    // Many processes: the fork limit stops them; a big allocation: the memory limit kills it.
+    let run = home.exec_json_with(
+        "limited",
+        &["--timeout", "60"],
+        "python3 -c '\nimport os, time\nforked = 0\nfor _ in range(40):\n    try:\n        pid = os.fork()\n    \
+         except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    \
+         forked += 1\nprint(forked)\n'; cat /proc/self/cgroup",
+    );
+    let forked: u32 = run.stdout[0].parse().unwrap_or_else(|_| panic!("{run:?}"));
+    assert!(
+        forked < 24,
+        "the process limit did not hold: {forked} forks"
+    );
+    let tag = groups[0]
+        .file_name()
+        .expect("group name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        run.stdout.iter().any(|l| l.ends_with(&tag)),
+        "the command is not in the sandbox's group {tag}: {run:?}"
+    );
+    let run = home.exec_json(
+        "limited",
+        "python3 -c 'b = bytearray(256 * 1024 * 1024); print(len(b))'",
+    );
+    assert_eq!(
+        run.report["exit"], 137,
+        "a 256 MiB allocation must be killed: {run:?}"
+    );
+    home.must(&["rm", "limited"]);
+    for group in groups {
+        assert!(!group.exists(), "{} survived rm", group.display());
+    }
+}
