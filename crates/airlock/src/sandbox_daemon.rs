@@ -130,6 +130,10 @@ async fn serve(args: DaemonArgs) -> ExitCode {
         }
         ExitCode::from(SETUP_FAILED)
     };
+    let mut termination = match Termination::install() {
+        Ok(termination) => termination,
+        Err(e) => return failed(vec![format!("cannot install signal handlers: {e}")]),
+    };
     let (plan, config) = match Plan::prepare(&args) {
         Ok(prepared) => prepared,
         Err(errors) => return failed(errors),
@@ -142,8 +146,8 @@ async fn serve(args: DaemonArgs) -> ExitCode {
     crate::panic_redaction::install(&proxy);
     let (stop, stopped) = watch::channel(false);
     let result = match ProviderKind::from(args.provider) {
-        ProviderKind::Local => serve_local(&plan, proxy, &stopped).await,
-        ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stopped).await,
+        ProviderKind::Local => serve_local(&plan, proxy, &stopped, &mut termination).await,
+        ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stopped, &mut termination).await,
     };
     let _ = stop.send(true);
     plan.session.audit.flush();
@@ -260,9 +264,19 @@ impl Plan {
         writeln!(stdout, "ready")
             .and_then(|()| stdout.flush())
             .map_err(|e| format!("cannot report ready: {e}"))?;
-        // The creator reads one line; nothing more goes to standard output.
-        // SAFETY: closing our own standard output descriptor, not used again.
-        unsafe { libc::close(1) };
+        // The creator reads one line: standard output now goes nowhere (replaced, not
+        // closed, so that no file opened later can take its number).
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        // SAFETY: dup2 onto our own standard output; `null` stays open until after it.
+        if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) } < 0 {
+            return Err(format!(
+                "cannot detach standard output: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
         Ok(())
     }
 
@@ -324,6 +338,7 @@ async fn serve_local(
     plan: &Plan,
     proxy: Proxy,
     stopped: &watch::Receiver<bool>,
+    termination: &mut Termination,
 ) -> Result<(), String> {
     use airlock_jail::{Jail, JailSpec};
     let exe =
@@ -373,7 +388,7 @@ async fn serve_local(
             return Err(e.to_string());
         }
     }
-    let result = serve_jail(plan, proxy, stopped, jail, &cgroups).await;
+    let result = serve_jail(plan, proxy, stopped, jail, &cgroups, termination).await;
     airlock_sandbox::cgroup::remove(&cgroups);
     result
 }
@@ -401,6 +416,7 @@ async fn serve_jail(
     stopped: &watch::Receiver<bool>,
     mut jail: airlock_jail::RunningJail,
     cgroups: &[PathBuf],
+    termination: &mut Termination,
 ) -> Result<(), String> {
     let served = run_cmd::serve_handed(
         std::mem::take(&mut jail.listeners),
@@ -433,7 +449,7 @@ async fn serve_jail(
         return Err(e);
     }
     tokio::select! {
-        () = termination() => {}
+        () = termination.wait() => {}
         _ = running => eprintln!("airlock: sandbox {}: its namespaces ended", plan.name),
     }
     // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
@@ -448,6 +464,7 @@ async fn serve_docker(
     plan: &Plan,
     proxy: Proxy,
     stopped: &watch::Receiver<bool>,
+    termination: &mut Termination,
 ) -> Result<(), String> {
     use airlock_sandbox::docker::{Docker, RunSpec};
     let image = args
@@ -474,7 +491,7 @@ async fn serve_docker(
     };
     let starting = docker.clone();
     let id = blocking(move || starting.run_detached(&spec).map_err(|e| e.to_string())).await?;
-    let result = serve_container(plan, proxy, stopped, &docker, &id).await;
+    let result = serve_container(plan, proxy, stopped, &docker, &id, termination).await;
     let remover = docker.clone();
     let removed = blocking(move || remover.remove(&id).map_err(|e| e.to_string())).await;
     result.and(removed)
@@ -487,6 +504,7 @@ async fn serve_container(
     stopped: &watch::Receiver<bool>,
     docker: &airlock_sandbox::docker::Docker,
     id: &airlock_sandbox::docker::ContainerId,
+    termination: &mut Termination,
 ) -> Result<(), String> {
     let (inspecting, container) = (docker.clone(), id.clone());
     let pid = blocking(move || inspecting.init_pid(&container).map_err(|e| e.to_string())).await?;
@@ -531,7 +549,7 @@ async fn serve_container(
         }
     };
     tokio::select! {
-        () = termination() => {}
+        () = termination.wait() => {}
         () = ended => eprintln!("airlock: sandbox {}: its container stopped", plan.name),
     }
     served.finish().await;
@@ -547,20 +565,31 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| format!("a blocking task failed: {e}"))?
 }
 
-/// Completes on `SIGTERM`, `SIGINT` or `SIGHUP`.
-async fn termination() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-        _ = hangup.recv() => {}
+/// `SIGTERM`, `SIGINT` and `SIGHUP`, caught from the daemon's start (a signal arriving
+/// during setup is kept and ends the sandbox as soon as it is ready).
+struct Termination {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Termination {
+    fn install() -> std::io::Result<Termination> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Termination {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Completes when one of the signals arrives.
+    async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+            _ = self.hangup.recv() => {}
+        }
     }
 }
 

@@ -364,11 +364,18 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         format!("https://other.test:{}/repo.git", server.port),
     ]);
     create(&home, "remote", &remote_flags, &[("GIT_TOKEN", REAL)]);
-    let run = home.exec_json("remote", "git log -1 --format=%s from-sandbox; git rev-parse --abbrev-ref HEAD");
+    let run = home.exec_json(
+        "remote",
+        "git log -1 --format=%s from-sandbox; git rev-parse --abbrev-ref HEAD",
+    );
     assert_eq!(run.stdout, ["agent change", "airlock/remote"], "{run:?}");
     let without_target = home.run(&["export", "remote"]);
     assert_eq!(status(&without_target), 125);
-    assert!(without_target.stderr.contains("--to"), "{}", without_target.stderr);
+    assert!(
+        without_target.stderr.contains("--to"),
+        "{}",
+        without_target.stderr
+    );
     assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
 }
 
