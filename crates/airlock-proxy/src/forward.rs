@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use airlock_credentials::BodySwap;
 use airlock_policy::canonical::PathUnsafe;
+use airlock_policy::model::Rule;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -226,6 +227,13 @@ pub(crate) async fn serve(
     parts.uri = uri;
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
+    // Guarded messages must arrive uncompressed to be checked: offer no extension.
+    let message_guards: Vec<Rule> = if upgrade && !body_guards.is_empty() {
+        parts.headers.remove(websocket::EXTENSIONS);
+        body_guards.iter().map(|rule| (*rule).clone()).collect()
+    } else {
+        Vec::new()
+    };
     parts.headers.remove(header::HOST);
     let mut upload = match body {
         Either::Left(streamed) => UploadBody::new(streamed, sent.clone()),
@@ -264,8 +272,22 @@ pub(crate) async fn serve(
     if let Some(on_client_upgrade) = on_client_upgrade
         && response.status() == http::StatusCode::SWITCHING_PROTOCOLS
     {
+        if !message_guards.is_empty() && websocket::negotiated_extension(response.headers()) {
+            exchange.set_status(502);
+            return Ok(refusal::bad_gateway(
+                "the upstream accepted the WebSocket with an extension airlock did not offer; \
+                 its messages could not be checked against the body guards, so it is not \
+                 relayed",
+            ));
+        }
         let on_upstream_upgrade = hyper::upgrade::on(&mut response);
-        websocket::relay_upgraded(&context, exchange, on_client_upgrade, on_upstream_upgrade);
+        websocket::relay_upgraded(
+            &context,
+            exchange,
+            on_client_upgrade,
+            on_upstream_upgrade,
+            message_guards,
+        );
         let (parts, _) = response.into_parts();
         return Ok(Response::from_parts(parts, ProxyBody::empty()));
     }

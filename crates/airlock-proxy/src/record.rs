@@ -188,6 +188,22 @@ impl Exchange {
         self.line.bytes_up += n;
     }
 
+    /// Writes at once one extra `deny` line of the exchange's kind for a refusal inside
+    /// it (a WebSocket message its guards refused): the exchange's request fields, `decision`'s
+    /// reason and rule, no status, bytes or secrets. The exchange's own line is still
+    /// written when it ends.
+    pub fn write_refusal(&self, decision: Decision) {
+        let own = &self.line;
+        let mut line = Line::new(own.kind, own.host.clone(), own.port, own.conn);
+        line.reason = decision.reason;
+        line.rule = decision.rule;
+        line.method = own.method.clone();
+        line.scheme = own.scheme;
+        line.path = own.path.clone();
+        line.query = own.query.clone();
+        line.write(&self.audit);
+    }
+
     /// Turns the exchange into a refusal (the address guard refused the destination after
     /// the request itself was allowed) and returns its 403.
     pub fn refuse(&mut self, decision: Decision) -> Response<ProxyBody> {

@@ -1,6 +1,7 @@
 //! Byte relaying between two streams (raw TCP, TLS passthrough, upgraded WebSockets):
 //! both directions until either side closes or nothing moves for the idle timeout,
-//! counting the bytes each way for the audit line.
+//! counting the bytes each way for the audit line. The counters and idle watchdog also
+//! serve the WebSocket relay that checks messages.
 
 use std::io;
 use std::pin::Pin;
@@ -27,40 +28,61 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let up = Arc::new(AtomicU64::new(0));
-    let down = Arc::new(AtomicU64::new(0));
-    let mut counted = Counted {
-        inner: client,
-        up: up.clone(),
-        down: down.clone(),
-    };
+    let counters = Counters::default();
+    let mut counted = counters.count(client);
     tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut counted, &mut upstream) => {}
-        _ = watchdog(&up, &down, idle) => {
+        () = counters.idle(idle) => {
             tracing::debug!("relay idle for {idle:?}: closing");
         }
     }
-    Relayed {
-        up: up.load(Ordering::Relaxed),
-        down: down.load(Ordering::Relaxed),
-    }
+    counters.relayed()
 }
 
-/// Completes once neither counter has changed for a whole `idle` period.
-async fn watchdog(up: &AtomicU64, down: &AtomicU64, idle: Duration) {
-    let mut last = (u64::MAX, u64::MAX);
-    loop {
-        let now = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
-        if now == last {
-            return;
+/// The byte counters of one relayed connection, shared with its [`Counted`] client side.
+#[derive(Default)]
+pub(crate) struct Counters {
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+}
+
+impl Counters {
+    /// `client`, counting bytes read from it (up) and written to it (down).
+    pub(crate) fn count<S>(&self, client: S) -> Counted<S> {
+        Counted {
+            inner: client,
+            up: self.up.clone(),
+            down: self.down.clone(),
         }
-        last = now;
-        tokio::time::sleep(idle).await;
+    }
+
+    /// Completes once neither counter has changed for a whole `idle` period.
+    pub(crate) async fn idle(&self, idle: Duration) {
+        let mut last = (u64::MAX, u64::MAX);
+        loop {
+            let now = (
+                self.up.load(Ordering::Relaxed),
+                self.down.load(Ordering::Relaxed),
+            );
+            if now == last {
+                return;
+            }
+            last = now;
+            tokio::time::sleep(idle).await;
+        }
+    }
+
+    /// The bytes counted so far.
+    pub(crate) fn relayed(&self) -> Relayed {
+        Relayed {
+            up: self.up.load(Ordering::Relaxed),
+            down: self.down.load(Ordering::Relaxed),
+        }
     }
 }
 
 /// The client side of a relay, counting bytes read from it (up) and written to it (down).
-struct Counted<S> {
+pub(crate) struct Counted<S> {
     inner: S,
     up: Arc<AtomicU64>,
     down: Arc<AtomicU64>,

@@ -2,14 +2,41 @@
 //! and forwarded over an HTTP/1.1-only upstream connection; when the upstream answers 101
 //! both upgraded connections are relayed until either closes, and the exchange becomes
 //! one `ws` audit line with the bytes moved each way and the duration.
+//!
+//! Where `json_deny` guards apply to the upgrade request, the relay is message by message
+//! instead of byte for byte (tungstenite frames both sides: server role towards the
+//! client, client role towards the upstream): every client message is checked like a
+//! request body before it is sent on, and a refused one closes both connections, the
+//! client's with code 1008, plus one `ws` deny line. `Sec-WebSocket-Extensions` is
+//! stripped from such upgrades, and a 101 naming an extension anyway is not relayed
+//! ([`negotiated_extension`]): compressed messages could not be checked.
 
-use http::{HeaderMap, Version, header};
+use airlock_policy::model::Rule;
+use airlock_policy::{Decision, Reason};
+use futures_util::{SinkExt as _, StreamExt as _};
+use http::{HeaderMap, HeaderName, Version, header};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::ProtocolError};
 
+use crate::body_guard;
 use crate::record::{Exchange, LineKind};
-use crate::relay::relay;
+use crate::relay::{Counters, relay};
 use crate::server::ConnContext;
+
+/// How long the closing frames of a refused connection may take to send.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most bytes of a close frame's reason (RFC 6455 §5.5: 125-byte control payloads).
+const CLOSE_REASON_LIMIT: usize = 123;
+
+/// The upgrade header that offers or names WebSocket extensions (permessage-deflate).
+pub(crate) const EXTENSIONS: HeaderName = HeaderName::from_static("sec-websocket-extensions");
 
 /// Whether the request asks for a protocol upgrade (HTTP/1.1 `Connection: upgrade` with
 /// an `Upgrade` header).
@@ -24,13 +51,22 @@ pub(crate) fn is_upgrade(version: Version, headers: &HeaderMap) -> bool {
             .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+/// Whether the upstream's 101 names an extension (so messages might be compressed) —
+/// refused on a guarded upgrade, whose request offered none.
+pub(crate) fn negotiated_extension(headers: &HeaderMap) -> bool {
+    headers.contains_key(EXTENSIONS)
+}
+
 /// Relays the two upgraded connections in the background; the exchange (now a `ws`
-/// line) is written when the relay ends.
+/// line) is written when the relay ends. With `guards` (the `json_deny` rules that apply
+/// to the upgrade request, from the policy snapshot that decided it) client messages are
+/// checked; without, bytes are relayed untouched.
 pub(crate) fn relay_upgraded(
     context: &ConnContext,
     mut exchange: Exchange,
     client: OnUpgrade,
     upstream: OnUpgrade,
+    guards: Vec<Rule>,
 ) {
     exchange.set_kind(LineKind::Ws);
     let idle = context.shared.limits.relay_idle_timeout;
@@ -45,8 +81,176 @@ pub(crate) fn relay_upgraded(
                 return;
             }
         };
-        let relayed = relay(TokioIo::new(client), TokioIo::new(upstream), idle).await;
+        let relayed = if guards.is_empty() {
+            relay(TokioIo::new(client), TokioIo::new(upstream), idle).await
+        } else {
+            let counters = Counters::default();
+            let client = counters.count(TokioIo::new(client));
+            tokio::select! {
+                () = relay_checked(client, TokioIo::new(upstream), &guards, &exchange) => {}
+                () = counters.idle(idle) => {
+                    tracing::debug!("WebSocket idle for {idle:?}: closing");
+                }
+            }
+            counters.relayed()
+        };
         exchange.add_bytes_up(relayed.up);
         exchange.add_bytes_down(relayed.down);
     });
+}
+
+/// Relays messages between `client` and `upstream`, checking each client message against
+/// `guards`, until either side closes or a message is refused. A refusal is written to
+/// the audit log as a `ws` deny line of `exchange`, then closes the client with 1008
+/// (reason and rule in the close reason) and the upstream with 1001.
+async fn relay_checked<C, U>(client: C, upstream: U, guards: &[Rule], exchange: &Exchange)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let limits = WebSocketConfig::default()
+        .max_message_size(Some(airlock_mcp::BODY_LIMIT))
+        .max_frame_size(Some(airlock_mcp::BODY_LIMIT));
+    let client = WebSocketStream::from_raw_socket(client, Role::Server, Some(limits)).await;
+    let upstream = WebSocketStream::from_raw_socket(upstream, Role::Client, None).await;
+    let (mut to_client, mut from_client) = client.split();
+    let (mut to_upstream, mut from_upstream) = upstream.split();
+    let guards: Vec<&Rule> = guards.iter().collect();
+    let refusal = tokio::select! {
+        refusal = async {
+            while let Some(received) = from_client.next().await {
+                let message = match received {
+                    Ok(message) => message,
+                    Err(error) if ended(&error) => return None,
+                    Err(_) => return Some(uninspectable(&guards)),
+                };
+                if let Err(refusal) = check(&message, &guards) {
+                    return Some(refusal);
+                }
+                if to_upstream.send(message).await.is_err() {
+                    return None;
+                }
+            }
+            None
+        } => refusal,
+        () = async {
+            while let Some(Ok(message)) = from_upstream.next().await {
+                if to_client.send(message).await.is_err() {
+                    return;
+                }
+            }
+        } => None,
+    };
+    let Some(refusal) = refusal else {
+        return;
+    };
+    let to_client_close = CloseFrame {
+        code: CloseCode::Policy,
+        reason: close_reason(&refusal).into(),
+    };
+    let to_upstream_close = CloseFrame {
+        code: CloseCode::Away,
+        reason: "".into(),
+    };
+    let closing = async {
+        let _ = to_client.send(Message::Close(Some(to_client_close))).await;
+        let _ = to_upstream
+            .send(Message::Close(Some(to_upstream_close)))
+            .await;
+    };
+    exchange.write_refusal(refusal);
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, closing).await;
+}
+
+/// Whether a read error just means the client went away (a close handshake, a reset),
+/// rather than a frame that could not be read.
+fn ended(error: &WsError) -> bool {
+    matches!(
+        error,
+        WsError::ConnectionClosed
+            | WsError::AlreadyClosed
+            | WsError::Io(_)
+            | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)
+    )
+}
+
+/// Checks one client message like a request body: a text message must be non-empty
+/// strict JSON passing every guard; control messages pass; anything else (binary) is
+/// `body_uninspectable`.
+fn check(message: &Message, guards: &[&Rule]) -> Result<(), Decision> {
+    match message {
+        Message::Text(text) if !text.is_empty() => body_guard::check(text.as_bytes(), guards),
+        Message::Ping(_) | Message::Pong(_) | Message::Close(_) => Ok(()),
+        Message::Text(_) | Message::Binary(_) | Message::Frame(_) => Err(uninspectable(guards)),
+    }
+}
+
+/// `body_uninspectable`, naming the first guarded rule (as for an HTTP body).
+fn uninspectable(guards: &[&Rule]) -> Decision {
+    Decision::deny(
+        Reason::BodyUninspectable,
+        guards.first().map(|rule| rule.id.clone()),
+    )
+}
+
+/// `REASON RULE` (`denied_by_rule network.allow[0]`), cut to fit a close frame.
+fn close_reason(refusal: &Decision) -> String {
+    let mut text = refusal.reason.map_or("denied", Reason::as_str).to_owned();
+    if let Some(rule) = &refusal.rule {
+        text.push(' ');
+        text.push_str(rule);
+    }
+    let mut end = text.len().min(CLOSE_REASON_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_policy::load::load_str;
+
+    fn guarded_rules() -> Vec<Rule> {
+        let text = "version: 1\nnetwork:\n  allow:\n    - host: a.com\n      json_deny: [{path: /stream}]\n";
+        load_str("p.yaml", text).unwrap().network.allow
+    }
+
+    #[test]
+    fn messages_are_checked_like_bodies_and_control_frames_pass() {
+        let rules = guarded_rules();
+        let guards: Vec<&Rule> = rules.iter().collect();
+        let reason = |message: Message| check(&message, &guards).err().and_then(|d| d.reason);
+        assert_eq!(reason(Message::text(r#"{"model":"m"}"#)), None);
+        assert_eq!(
+            reason(Message::text(r#"{"stream":true}"#)),
+            Some(Reason::DeniedByRule)
+        );
+        for uninspectable in [
+            Message::text(""),
+            Message::text("not json"),
+            Message::text(r#"{"a":1,"a":2}"#),
+            Message::binary(b"{}".to_vec()),
+        ] {
+            assert_eq!(reason(uninspectable), Some(Reason::BodyUninspectable));
+        }
+        for control in [
+            Message::Ping(b"p".to_vec().into()),
+            Message::Pong(Vec::new().into()),
+            Message::Close(None),
+        ] {
+            assert_eq!(reason(control), None);
+        }
+    }
+
+    #[test]
+    fn close_reasons_fit_a_close_frame() {
+        let short = Decision::deny(Reason::DeniedByRule, Some("network.allow[0]".into()));
+        assert_eq!(close_reason(&short), "denied_by_rule network.allow[0]");
+        let long = Decision::deny(Reason::BodyUninspectable, Some("é".repeat(100)));
+        let text = close_reason(&long);
+        assert!(text.len() <= CLOSE_REASON_LIMIT && text.starts_with("body_uninspectable é"));
+    }
 }

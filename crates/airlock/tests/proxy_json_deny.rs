@@ -26,14 +26,8 @@ struct Setup {
 fn setup() -> Setup {
     let pki = TestPki::new();
     let server = FixtureServer::body_echo(&pki);
-    let yaml = format!(
-        "version: 1\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n      json_deny:\n        - path: /tools/*/type\n          values: [\"web_search\", \"web_search_preview*\"]\n        - path: /stream\n    - host: other.test\n      ports: [{port}]\n",
-        port = server.port
-    );
     let proxy = ProxyBuilder::new(&pki)
-        .policy(&yaml)
-        .resolve_loopback("allowed.test")
-        .resolve_loopback("other.test")
+        .json_deny_guards(server.port)
         .start();
     let scratch = tempfile::tempdir().expect("tempdir");
     Setup {

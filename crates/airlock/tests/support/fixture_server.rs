@@ -2,7 +2,8 @@
 //! over TLS (`git http-backend` as CGI) with a bare repository to serve, a WebSocket
 //! echo server over TLS, a PEP 503 package index over TLS, an MCP server over TLS, and a
 //! body-recording server over TLS. Each prints its port on stdout and one `HIT ...` line per request
-//! on stderr, which is counted and kept.
+//! on stderr, which is counted and kept; `RECV ...` lines (WebSocket frames received) are
+//! kept apart.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -24,6 +25,7 @@ pub struct FixtureServer {
     pub port: u16,
     hits: Arc<AtomicUsize>,
     hit_lines: Arc<Mutex<Vec<String>>>,
+    received_lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl FixtureServer {
@@ -66,11 +68,18 @@ impl FixtureServer {
 
     /// Starts the WebSocket echo server.
     pub fn websocket(pki: &TestPki) -> FixtureServer {
+        FixtureServer::websocket_at(pki, "127.0.0.1", 0)
+    }
+
+    /// The WebSocket echo server listening on `address:port` (port 0: any free port).
+    pub fn websocket_at(pki: &TestPki, address: &str, port: u16) -> FixtureServer {
         let mut command = Command::new("python3");
         command
             .arg(format!("{FIXTURES}ws_echo_server.py"))
             .arg(&pki.upstream_leaf_cert)
-            .arg(&pki.upstream_leaf_key);
+            .arg(&pki.upstream_leaf_key)
+            .arg(address)
+            .arg(port.to_string());
         FixtureServer::start(command)
     }
 
@@ -121,12 +130,16 @@ impl FixtureServer {
         let counter = Arc::clone(&hits);
         let hit_lines = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&hit_lines);
+        let received_lines = Arc::new(Mutex::new(Vec::new()));
+        let received = Arc::clone(&received_lines);
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if line.starts_with("HIT ") {
                     kept.lock().expect("hit lines lock").push(line);
                     counter.fetch_add(1, Ordering::SeqCst);
+                } else if line.starts_with("RECV ") {
+                    received.lock().expect("received lines lock").push(line);
                 } else {
                     eprintln!("fixture server: {line}");
                 }
@@ -146,6 +159,7 @@ impl FixtureServer {
             port,
             hits,
             hit_lines,
+            received_lines,
         }
     }
 
@@ -157,6 +171,14 @@ impl FixtureServer {
     /// The `HIT ...` lines printed so far, in order.
     pub fn hit_lines(&self) -> Vec<String> {
         self.hit_lines.lock().expect("hit lines lock").clone()
+    }
+
+    /// The `RECV ...` lines (WebSocket frames received) printed so far, in order.
+    pub fn received_lines(&self) -> Vec<String> {
+        self.received_lines
+            .lock()
+            .expect("received lines lock")
+            .clone()
     }
 }
 
