@@ -68,11 +68,12 @@ fn check(files: &[String]) -> ExitCode {
         });
         match result {
             Ok((name, policy)) => println!(
-                "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules)",
+                "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules, {} routes)",
                 policy.network.allow.len(),
                 policy.network.deny.len(),
                 policy.secrets.len(),
-                policy.mcp.len()
+                policy.mcp.len(),
+                policy.routes.len()
             ),
             Err(errors) => {
                 invalid = true;
