@@ -59,7 +59,7 @@ use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
 use crate::decision::{Decision, Reason};
 use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
 use crate::net;
-use crate::route::{CompiledRoutes, RouteError, Routed};
+use crate::route::{CompiledRoutes, Outcome, RouteError, Routed, is_route_host};
 
 /// Largest compiled program of one rule's regex set, in bytes.
 const REGEX_SIZE_LIMIT: usize = 4 << 20;
@@ -704,6 +704,22 @@ impl CompiledPolicy {
             .into_iter()
             .filter_map(|index| self.policy.secrets.get(index))
             .collect()
+    }
+
+    /// Decides a request that arrived over TLS (`tls`) or plain HTTP: a request to
+    /// [`crate::route::ROUTE_HOST`] is routed ([`CompiledPolicy::route`]; over TLS it is
+    /// `host_not_allowed`), every other one decided ([`CompiledPolicy::decide`]).
+    pub fn decide_request(&self, req: &CanonicalRequest, tls: bool) -> Outcome {
+        if !is_route_host(&req.host) {
+            return Outcome::Decided(self.decide(req));
+        }
+        if tls {
+            return Outcome::Decided(Decision::deny(Reason::HostNotAllowed, None));
+        }
+        match self.route(req) {
+            Ok(routed) => Outcome::Routed(routed),
+            Err(refusal) => Outcome::Decided(refusal),
+        }
     }
 
     /// Routes a request to [`crate::route::ROUTE_HOST`] (see the module documentation): the upstream

@@ -62,6 +62,15 @@ pub enum RouteError {
     },
 }
 
+/// How one request is handled: decided as it stands, or routed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The decision on the request itself (every refusal of a route request included).
+    Decided(Decision),
+    /// A request to [`ROUTE_HOST`] allowed by its route: from here on it is this request.
+    Routed(Routed),
+}
+
 /// Where a request to [`ROUTE_HOST`] goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Routed {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use airlock_credentials::BodySwap;
 use airlock_policy::canonical::PathUnsafe;
-use airlock_policy::route::is_route_host;
+use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -338,34 +338,25 @@ fn decide(
     canonical: CanonicalRequest,
     path_and_query: String,
 ) -> Target {
-    let decision = if !is_route_host(&destination.host) {
-        policy.decide(&canonical)
-    } else if destination.scheme != "http" {
-        Decision::deny(Reason::HostNotAllowed, None)
-    } else {
-        match policy.route(&canonical) {
-            Ok(routed) => {
-                return Target {
-                    destination: Destination {
-                        scheme: "https",
-                        host: routed.request.host.clone(),
-                        port: routed.request.port,
-                    },
-                    canonical: routed.request,
-                    path_and_query: routed.path_and_query,
-                    decision: Decision::allow(routed.rule),
-                    route_secret: routed.secret,
-                };
-            }
-            Err(refusal) => refusal,
-        }
-    };
-    Target {
-        destination,
-        canonical,
-        path_and_query,
-        decision,
-        route_secret: None,
+    match policy.decide_request(&canonical, destination.scheme == "https") {
+        Outcome::Routed(routed) => Target {
+            destination: Destination {
+                scheme: "https",
+                host: routed.request.host.clone(),
+                port: routed.request.port,
+            },
+            canonical: routed.request,
+            path_and_query: routed.path_and_query,
+            decision: Decision::allow(routed.rule),
+            route_secret: routed.secret,
+        },
+        Outcome::Decided(decision) => Target {
+            destination,
+            canonical,
+            path_and_query,
+            decision,
+            route_secret: None,
+        },
     }
 }
 

@@ -298,17 +298,19 @@ fn a_path_cannot_escape_its_prefix() {
     assert_real_value_never_logged(&proxy);
 }
 
-/// `airlock policy check FILE`: exit status, stdout, stderr.
-fn policy_check(text: &str) -> (i32, String, String) {
+/// `airlock policy SUBCOMMAND --policy FILE ARGS...` (`check FILE ARGS...` for `check`)
+/// with `text` as FILE: exit status, stdout, stderr.
+fn airlock_policy(subcommand: &str, text: &str, args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("p.yaml");
     std::fs::write(&file, text).expect("write policy");
-    let output = run_bounded(
-        Command::new(support::proxy::AIRLOCK)
-            .args(["policy", "check"])
-            .arg(&file),
-        Duration::from_secs(20),
-    );
+    let mut command = Command::new(support::proxy::AIRLOCK);
+    command.args(["policy", subcommand]);
+    if subcommand != "check" {
+        command.arg("--policy");
+    }
+    command.arg(&file).args(args);
+    let output = run_bounded(&mut command, Duration::from_secs(20));
     (
         output.status.and_then(|s| s.code()).unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -317,10 +319,42 @@ fn policy_check(text: &str) -> (i32, String, String) {
 }
 
 #[test]
-fn policy_check_accepts_routes_and_locates_a_secret_without_inject() {
-    let (status, stdout, stderr) = policy_check(&policy(8443));
+fn policy_check_and_explain_know_routes() {
+    let (status, stdout, stderr) = airlock_policy("check", &policy(8443), &[]);
     assert_eq!(status, 0, "{stdout}{stderr}");
     assert!(stdout.contains("4 routes"), "{stdout}");
+
+    for (url, status, expected) in [
+        (
+            "http://airlock.internal/llm/fake/../fake/v1",
+            0,
+            r#"{"decision":"allow","rule":"routes[1]","reason":null,"secrets":["LLM_KEY"]}"#,
+        ),
+        (
+            "http://airlock.internal/llm/x",
+            0,
+            r#"{"decision":"allow","rule":"routes[0]","reason":null,"secrets":[]}"#,
+        ),
+        (
+            "http://airlock.internal/nope",
+            1,
+            r#"{"decision":"deny","rule":null,"reason":"path_not_allowed","secrets":[]}"#,
+        ),
+        (
+            "https://airlock.internal/llm/fake/v1",
+            1,
+            r#"{"decision":"deny","rule":null,"reason":"host_not_allowed","secrets":[]}"#,
+        ),
+        (
+            "http://airlock.internal/private/x",
+            1,
+            r#"{"decision":"deny","rule":null,"reason":"private_address","secrets":[]}"#,
+        ),
+    ] {
+        let (code, stdout, stderr) =
+            airlock_policy("explain", &policy(8443), &["--json", "GET", url]);
+        assert_eq!((code, stdout.trim()), (status, expected), "{url}: {stderr}");
+    }
 
     let without_inject = "version: 1
 secrets:
@@ -332,7 +366,7 @@ routes:
     upstream: https://a.example/
     secret: K
 ";
-    let (status, stdout, stderr) = policy_check(without_inject);
+    let (status, stdout, stderr) = airlock_policy("check", without_inject, &[]);
     assert_eq!(status, 1, "{stdout}{stderr}");
     assert!(
         stderr.contains("p.yaml:9:13") && stderr.contains("has no `inject`"),
