@@ -48,7 +48,7 @@ pub struct Problem {
 /// Why a change was refused; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
-    /// The policy is invalid or cannot be enforced.
+    /// The policy is invalid.
     #[error("invalid policy: {}", .0.iter().map(|p| format!("{}: {}", p.location, p.message)).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<Problem>),
     /// `If-Match` named another version than the one in force.
@@ -60,10 +60,6 @@ pub enum ApplyError {
         current: String,
     },
 }
-
-/// The extra check a policy must pass before it is enforced (the CLI's refusal of parts
-/// this build cannot enforce); errors are messages.
-pub type Acceptance = Arc<dyn Fn(&Policy) -> Result<(), Vec<String>> + Send + Sync>;
 
 /// The version and etag in force.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,18 +75,16 @@ pub struct PolicyStore {
     live: Arc<ArcSwap<CompiledPolicy>>,
     /// Held for the whole of a change so that changes are serialised.
     stamp: Mutex<Stamp>,
-    accept: Acceptance,
     audit: AuditLog,
 }
 
 impl PolicyStore {
     /// Wraps the policy the proxy started with as version 1.
-    pub fn new(live: Arc<ArcSwap<CompiledPolicy>>, accept: Acceptance, audit: AuditLog) -> Self {
+    pub fn new(live: Arc<ArcSwap<CompiledPolicy>>, audit: AuditLog) -> Self {
         let etag = etag_of(live.load().policy());
         PolicyStore {
             live,
             stamp: Mutex::new(Stamp { version: 1, etag }),
-            accept,
             audit,
         }
     }
@@ -159,12 +153,6 @@ impl PolicyStore {
                     .to_owned(),
             });
         }
-        if let Err(errors) = (self.accept)(&candidate) {
-            problems.extend(errors.into_iter().map(|message| Problem {
-                location: "policy".to_owned(),
-                message,
-            }));
-        }
         if !problems.is_empty() {
             return Err(ApplyError::Invalid(problems));
         }
@@ -230,7 +218,7 @@ mod tests {
         let live = Arc::new(ArcSwap::from_pointee(
             CompiledPolicy::compile(&policy).unwrap(),
         ));
-        PolicyStore::new(live, Arc::new(|_| Ok(())), AuditLog::disabled())
+        PolicyStore::new(live, AuditLog::disabled())
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::route::ROUTE_HOST;
+
 /// Allow or deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
@@ -145,6 +147,14 @@ impl Reason {
     pub fn explain(self, method: &str, host: &str, path: &str, rule: Option<&str>) -> Explanation {
         let rule = rule.unwrap_or("the policy");
         let (message, hint) = match self {
+            Reason::PathNotAllowed if host == ROUTE_HOST => (
+                format!("no route's prefix matches {path} on {ROUTE_HOST}"),
+                format!("add a route whose prefix starts {path} under routes in airlock.yaml"),
+            ),
+            Reason::HostNotAllowed if host == ROUTE_HOST => (
+                format!("{ROUTE_HOST} serves routes over plain HTTP only"),
+                format!("use http://{ROUTE_HOST}/PREFIX/ as the base URL"),
+            ),
             Reason::HostNotAllowed => (
                 format!("{host} is not in the allowlist"),
                 format!("add `- host: {host}` under network.allow in airlock.yaml"),

@@ -10,7 +10,9 @@
 //! 2. [`model::Policy::combine`] unions several sources, prefixing rule ids by source.
 //! 3. [`matcher::CompiledPolicy::compile`] builds the lookup structure once.
 //! 4. [`canonical`] turns what a client sent into one [`canonical::CanonicalRequest`].
-//! 5. [`matcher::CompiledPolicy::decide`] answers with a [`decision::Decision`].
+//! 5. [`matcher::CompiledPolicy::decide`] answers with a [`decision::Decision`];
+//!    [`matcher::CompiledPolicy::route`] maps a request to [`route::ROUTE_HOST`] onto its
+//!    route's upstream.
 
 pub mod canonical;
 pub mod decision;
@@ -22,6 +24,7 @@ pub mod matcher;
 pub mod model;
 pub mod net;
 pub mod providers;
+pub mod route;
 pub mod rule;
 
 pub use canonical::{CanonicalRequest, Host};

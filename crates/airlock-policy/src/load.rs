@@ -536,7 +536,7 @@ impl Checker<'_> {
             policy.mcp = self.mcp(node);
         }
         if let Some(node) = top.get("routes") {
-            policy.routes = self.routes(node, &secret_names);
+            policy.routes = self.routes(node, &secret_names, &policy.secrets);
         }
         if let Some(node) = top.get("providers") {
             let rules = self.providers(node, &policy.secrets);
@@ -1282,7 +1282,7 @@ impl Checker<'_> {
         Some((allow, deny))
     }
 
-    fn routes(&mut self, node: &Node, secret_names: &[String]) -> Vec<Route> {
+    fn routes(&mut self, node: &Node, secret_names: &[String], secrets: &[Secret]) -> Vec<Route> {
         let Some(items) = self.list(node, "routes", true) else {
             return Vec::new();
         };
@@ -1356,7 +1356,19 @@ impl Checker<'_> {
             let secret = fields.get("secret").and_then(|node| {
                 let secret_what = format!("{what}.secret");
                 let name = self.string(node, &secret_what)?;
-                if secret_names.iter().any(|known| known == name) {
+                let without_inject = secrets
+                    .iter()
+                    .any(|secret| secret.name == name && secret.inject.is_none());
+                if without_inject {
+                    self.error(
+                        node.pos,
+                        format!(
+                            "{secret_what}: the secret `{}` has no `inject`, so the route could not set it: give it one, as in `inject: {{header: Authorization, format: \"Bearer {{value}}\"}}`",
+                            shown(name)
+                        ),
+                    );
+                    None
+                } else if secret_names.iter().any(|known| known == name) {
                     Some(name.to_owned())
                 } else {
                     self.error(

@@ -42,6 +42,10 @@
 //!   or an allow rule's host is that IP literal. `HostPattern::Any` never exempts an
 //!   address. `--resolve` exemptions are the proxy's business.
 //! * **Secrets, passthrough, MCP** use the same host matching.
+//! * **Routes** ([`CompiledPolicy::route`], for requests to [`crate::route::ROUTE_HOST`]): the longest
+//!   `prefix` of the canonical path picks the route (see [`crate::route`]); the route
+//!   stands in for an allow rule, but a deny rule matching the upstream request still
+//!   refuses it (`denied_by_rule`, or `path_unsafe` as for [`CompiledPolicy::decide`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -55,6 +59,7 @@ use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
 use crate::decision::{Decision, Reason};
 use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
 use crate::net;
+use crate::route::{CompiledRoutes, Outcome, RouteError, Routed, is_route_host};
 
 /// Largest compiled program of one rule's regex set, in bytes.
 const REGEX_SIZE_LIMIT: usize = 4 << 20;
@@ -85,6 +90,8 @@ pub struct CompiledPolicy {
     mcp_paths: Vec<GlobSet>,
     /// Whether any allow rule has `json_deny` guards (if not, requests skip the lookup).
     has_body_guards: bool,
+    /// `routes`, longest prefix first.
+    routes: CompiledRoutes,
 }
 
 /// Why a policy could not be compiled. The loader validates globs and regexes, so these
@@ -109,6 +116,9 @@ pub enum CompileError {
         /// What the regex compiler said.
         message: String,
     },
+    /// A route's upstream or secret is invalid.
+    #[error(transparent)]
+    Route(#[from] RouteError),
 }
 
 /// The decision on a tunnel (CONNECT, SNI, raw TCP) before any request is seen.
@@ -461,6 +471,7 @@ impl CompiledPolicy {
             secret_index,
             mcp_index,
             mcp_paths,
+            routes: CompiledRoutes::compile(&policy.routes, &policy.secrets)?,
             has_body_guards: policy
                 .network
                 .allow
@@ -476,10 +487,7 @@ impl CompiledPolicy {
 
     /// Decide an HTTP request (see the module documentation for the rules).
     pub fn decide(&self, req: &CanonicalRequest) -> Decision {
-        let path = match &req.path {
-            Ok(path) => Ok(PathView::new(path, req.query.as_deref())),
-            Err(unsafe_path) => Err(*unsafe_path),
-        };
+        let path = path_view(req);
         if let Some(refusal) = self.deny_decision(req, &path) {
             return refusal;
         }
@@ -698,6 +706,32 @@ impl CompiledPolicy {
             .collect()
     }
 
+    /// Decides a request that arrived over TLS (`tls`) or plain HTTP: a request to
+    /// [`crate::route::ROUTE_HOST`] is routed ([`CompiledPolicy::route`]; over TLS it is
+    /// `host_not_allowed`), every other one decided ([`CompiledPolicy::decide`]).
+    pub fn decide_request(&self, req: &CanonicalRequest, tls: bool) -> Outcome {
+        if !is_route_host(&req.host) {
+            return Outcome::Decided(self.decide(req));
+        }
+        if tls {
+            return Outcome::Decided(Decision::deny(Reason::HostNotAllowed, None));
+        }
+        match self.route(req) {
+            Ok(routed) => Outcome::Routed(routed),
+            Err(refusal) => Outcome::Decided(refusal),
+        }
+    }
+
+    /// Routes a request to [`crate::route::ROUTE_HOST`] (see the module documentation): the upstream
+    /// request, or the refusal.
+    pub fn route(&self, req: &CanonicalRequest) -> Result<Routed, Decision> {
+        let routed = self.routes.route(req)?;
+        match self.deny_decision(&routed.request, &path_view(&routed.request)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(routed),
+        }
+    }
+
     /// The first (lowest-index) MCP rule whose host matches `host` and whose path glob
     /// matches `path` (a canonical path without query).
     pub fn mcp_rule(&self, host: &Host, path: &str) -> Option<&McpRule> {
@@ -709,6 +743,14 @@ impl CompiledPolicy {
             }
         });
         found.and_then(|index| self.policy.mcp.get(index))
+    }
+}
+
+/// The path of `req` as the rules match it, or why it is unsafe.
+fn path_view(req: &CanonicalRequest) -> Result<PathView<'_>, PathUnsafe> {
+    match &req.path {
+        Ok(path) => Ok(PathView::new(path, req.query.as_deref())),
+        Err(unsafe_path) => Err(*unsafe_path),
     }
 }
 

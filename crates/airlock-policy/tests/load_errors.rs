@@ -775,28 +775,28 @@ fn mcp_entries_need_host_path_and_tools() {
 
 #[test]
 fn routes_are_checked() {
-    let base = "version: 1\nsecrets:\n  K:\n    env: K\n    hosts: [a.com]\nroutes:\n";
+    let base = "version: 1\nsecrets:\n  K:\n    env: K\n    hosts: [a.com]\n    inject: {header: X-Key, format: \"{value}\"}\nroutes:\n";
     one_error(
         &format!("{base}  - prefix: /a\n    upstream: https://a.com/\n"),
-        7,
+        8,
         13,
         &["routes[0].prefix `/a` must start and end with `/`"],
     );
     one_error(
         &format!("{base}  - prefix: /a/\n    upstream: http://a.com/\n"),
-        8,
+        9,
         15,
         &["routes[0].upstream `http://a.com/` must be an https:// URL"],
     );
     one_error(
         &format!("{base}  - prefix: /a/\n    upstream: https://a.com/v1\n"),
-        8,
+        9,
         15,
         &["must end with `/`"],
     );
     one_error(
         &format!("{base}  - prefix: /a/\n    upstream: https://a.com/\n    secret: L\n"),
-        9,
+        10,
         13,
         &["routes[0].secret: no secret named `L`"],
     );
@@ -804,27 +804,33 @@ fn routes_are_checked() {
         &format!(
             "{base}  - prefix: /a/\n    upstream: https://a.com/\n  - prefix: /a/\n    upstream: https://b.com/\n"
         ),
-        9,
+        10,
         13,
         &["routes[1].prefix `/a/` is already used"],
     );
     one_error(
         &format!("{base}  - upstream: https://a.com/\n"),
-        7,
+        8,
         5,
         &["`prefix` is missing"],
     );
     one_error(
         &format!("{base}  - prefix: /a/\n"),
-        7,
+        8,
         5,
         &["`upstream` is missing"],
     );
     one_error(
-        "version: 1\nsecrets:\n  K:\n    env: K\nroutes:\n  - prefix: /a/\n    upstream: https://a.com/\n    secret: K\n",
+        "version: 1\nsecrets:\n  K:\n    env: K\n    inject: {header: X-Key, format: \"{value}\"}\nroutes:\n  - prefix: /a/\n    upstream: https://a.com/\n    secret: K\n",
         4,
         5,
         &["secrets.K: `hosts` is missing"],
+    );
+    one_error(
+        "version: 1\nsecrets:\n  K:\n    env: K\n    hosts: [a.com]\nroutes:\n  - prefix: /a/\n    upstream: https://a.com/\n    secret: K\n",
+        9,
+        13,
+        &["routes[0].secret: the secret `K` has no `inject`"],
     );
     let policy = load_str(
         "p.yaml",

@@ -17,6 +17,7 @@ fn json_loads_like_the_equivalent_yaml() {
   },
   "secrets": {
     "GH_TOKEN": {"env": "GH_TOKEN", "hosts": ["api.github.com"], "headers": ["Authorization"],
+                 "inject": {"header": "Authorization", "format": "token {value}"},
                  "body": false, "foreign": "deny"}
   },
   "mcp": [{"host": "mcp.example.com", "path": "/mcp", "tools": {"allow": [], "deny": ["x"]}}],
@@ -40,6 +41,7 @@ secrets:
     env: GH_TOKEN
     hosts: [api.github.com]
     headers: [authorization]
+    inject: {header: Authorization, format: \"token {value}\"}
 mcp:
   - host: mcp.example.com
     path: /mcp

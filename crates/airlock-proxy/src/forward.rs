@@ -1,9 +1,11 @@
 //! The request service: one HTTP request goes
-//! identify → canonicalise → decide → swap credentials → resolve and guard → forward →
-//! audit, each step a call into the module that owns it. A refusal at any step is the
-//! JSON 403 (written as an `http` audit line); an allowed request is sent through the
-//! pooling client and its response streamed back, the audit line being written when the
-//! response body ends.
+//! identify → canonicalise → decide (or route) → swap credentials → resolve and guard →
+//! forward → audit, each step a call into the module that owns it. A refusal at any step
+//! is the JSON 403 (written as an `http` audit line); an allowed request is sent through
+//! the pooling client and its response streamed back, the audit line being written when
+//! the response body ends. A plain-HTTP request to `airlock.internal` is routed: from the
+//! decision on it is the request to its route's upstream, the route standing in for the
+//! allow rule and adding its secret to the scope.
 
 use std::borrow::Cow;
 use std::convert::Infallible;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 use airlock_credentials::BodySwap;
 use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::model::Rule;
+use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -109,7 +112,13 @@ pub(crate) async fn serve(
     );
     // One snapshot decides the whole request, even if the policy is swapped meanwhile.
     let policy = shared.policy.load_full();
-    let decision = policy.decide(&canonical);
+    let Target {
+        destination,
+        canonical,
+        path_and_query,
+        decision,
+        route_secret,
+    } = decide(&policy, destination, canonical, path_and_query);
     let body_guards = policy.body_guards(&canonical);
     let CanonicalRequest {
         method,
@@ -150,6 +159,7 @@ pub(crate) async fn serve(
         &context,
         &policy,
         &destination,
+        route_secret.as_deref(),
         &mut path_and_query,
         &mut parts.headers,
     ) {
@@ -331,6 +341,47 @@ pub(crate) async fn serve(
     ))
 }
 
+/// What a request is decided and forwarded as.
+struct Target {
+    destination: Destination,
+    canonical: CanonicalRequest,
+    /// The origin-form target sent upstream.
+    path_and_query: String,
+    decision: Decision,
+    /// The route's secret, injected whatever the upstream host.
+    route_secret: Option<String>,
+}
+
+/// Decides a request; a request to `airlock.internal` (plain HTTP only) becomes the request
+/// to its route's upstream (https), allowed by the route, or is refused as it stands.
+fn decide(
+    policy: &CompiledPolicy,
+    destination: Destination,
+    canonical: CanonicalRequest,
+    path_and_query: String,
+) -> Target {
+    match policy.decide_request(&canonical, destination.scheme == "https") {
+        Outcome::Routed(routed) => Target {
+            destination: Destination {
+                scheme: "https",
+                host: routed.request.host.clone(),
+                port: routed.request.port,
+            },
+            canonical: routed.request,
+            path_and_query: routed.path_and_query,
+            decision: Decision::allow(routed.rule),
+            route_secret: routed.secret,
+        },
+        Outcome::Decided(decision) => Target {
+            destination,
+            canonical,
+            path_and_query,
+            decision,
+            route_secret: None,
+        },
+    }
+}
+
 /// Sends a refusal while the refused request's body is read and discarded in the
 /// background (bounded in size and time), so that a client still uploading — an HTTP/2
 /// stream especially — reads the 403 instead of a reset.
@@ -475,11 +526,13 @@ struct Prepared {
 /// query) of a request to `destination`, and trips on surrogates of other secrets in the
 /// headers, path or query. On a secret's host the request asks for an identity-encoded
 /// response, which is then scrubbed. When bodies are scanned, a body with a
-/// `Content-Encoding` cannot be and is refused (`body_uninspectable`).
+/// `Content-Encoding` cannot be and is refused (`body_uninspectable`). A route's secret is
+/// in scope whatever the host (its `inject` replaces what the client sent).
 fn swap_credentials(
     context: &ConnContext,
     policy: &CompiledPolicy,
     destination: &Destination,
+    route_secret: Option<&str>,
     path_and_query: &mut String,
     headers: &mut HeaderMap,
 ) -> Result<Prepared, Reason> {
@@ -490,11 +543,16 @@ fn swap_credentials(
             body_swap: None,
         });
     }
-    let in_scope: Vec<&str> = policy
+    let mut in_scope: Vec<&str> = policy
         .secrets_for_host(&destination.host)
         .iter()
         .map(|secret| secret.name.as_str())
         .collect();
+    if let Some(name) = route_secret
+        && !in_scope.contains(&name)
+    {
+        in_scope.push(name);
+    }
     let credentials = context.shared.credentials.load_full();
     credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
     let body_swap = credentials.body_swap(&in_scope);

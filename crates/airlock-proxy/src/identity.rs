@@ -4,14 +4,20 @@
 //! `host_mismatch`, and a request with several `Host` headers or an unreadable target is
 //! malformed (400). The result is the one destination the policy decides on, the upstream
 //! is dialled for and the upstream's `Host` is set to.
+//!
+//! An origin-form request (`GET /llm/x`) on a direct connection is addressed to the proxy
+//! itself, as to a reverse proxy: its destination is [`ROUTE_HOST`] (plain HTTP, port 80),
+//! where only `routes` are served.
 
 use airlock_policy::canonical::{Host, parse_authority};
+use airlock_policy::route::ROUTE_HOST;
 use http::{HeaderMap, Uri, header};
 
 /// How the connection a request arrived on was opened.
 #[derive(Clone, Debug)]
 pub enum Origin {
-    /// A plain connection to the proxy: requests carry an absolute URI (`GET http://h/p`).
+    /// A plain connection to the proxy: requests carry an absolute URI (`GET http://h/p`),
+    /// or an origin-form one addressed to the proxy's routes.
     Direct,
     /// A tunnel opened by `CONNECT host:port` (or a transparent capture to that
     /// destination), with the TLS server name when the tunnel carried TLS.
@@ -73,6 +79,13 @@ pub fn destination(
                 Some("http") => "http",
                 Some("https") => "https",
                 Some(_) => return Err(IdentityError::Malformed("unsupported URI scheme")),
+                None if uri.authority().is_none() && uri.path().starts_with('/') => {
+                    return Ok(Destination {
+                        scheme: "http",
+                        host: Host::Name(ROUTE_HOST.to_owned()),
+                        port: 80,
+                    });
+                }
                 None => {
                     return Err(IdentityError::Malformed(
                         "a proxy request needs an absolute URI (http://host/path)",
@@ -274,7 +287,24 @@ mod tests {
             &headers(&["b.example"]),
         );
         assert!(matches!(d, Err(IdentityError::Mismatch { .. })));
-        let d = destination(&Origin::Direct, &uri("/p"), &headers(&["a.example"]));
+        let d = destination(&Origin::Direct, &uri("*"), &headers(&["a.example"]));
         assert!(matches!(d, Err(IdentityError::Malformed(_))));
+    }
+
+    #[test]
+    fn origin_form_on_a_direct_connection_is_for_the_routes() {
+        let d = destination(
+            &Origin::Direct,
+            &uri("/llm/x"),
+            &headers(&["127.0.0.1:8080"]),
+        );
+        assert_eq!(
+            d,
+            Ok(Destination {
+                scheme: "http",
+                host: name(ROUTE_HOST),
+                port: 80
+            })
+        );
     }
 }

@@ -44,11 +44,7 @@ pub async fn start(
     audit: &AuditLog,
     token: Option<&str>,
 ) -> Result<(), String> {
-    let store = Arc::new(PolicyStore::new(
-        proxy.policy().clone(),
-        Arc::new(crate::policy_args::enforceable),
-        audit.clone(),
-    ));
+    let store = Arc::new(PolicyStore::new(proxy.policy().clone(), audit.clone()));
     crate::policy_reload::watch(args.policy.clone(), store.clone())
         .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
     if let Some(listen) = &args.admin {

@@ -80,29 +80,9 @@ impl PolicySelection {
 
 impl PolicyArgs {
     /// Reads, validates and combines every source, `--secret` flags included.
-    ///
-    /// This is the policy that will be *enforced* (`proxy`, `run`), so parts this version
-    /// validates but does not enforce yet (`routes`) are refused rather than silently
-    /// ignored.
     pub fn load(&self) -> Result<Policy, Vec<String>> {
-        let policy = self.selection.load_with_secrets(&self.secrets)?;
-        enforceable(&policy)?;
-        Ok(policy)
+        self.selection.load_with_secrets(&self.secrets)
     }
-}
-
-/// Whether this build can enforce every part of `policy`: `routes` are validated but not
-/// served yet, so a policy with routes is refused (at startup and on every runtime change)
-/// rather than run with them silently ignored.
-pub fn enforceable(policy: &Policy) -> Result<(), Vec<String>> {
-    if policy.routes.is_empty() {
-        return Ok(());
-    }
-    Err(vec![format!(
-        "the policy has {} `routes` entr(ies), which this version of airlock does not \
-         serve yet; remove them",
-        policy.routes.len()
-    )])
 }
 
 /// Splits `[FORMAT:]FILE` into the seed format (if the prefix names one) and the path.

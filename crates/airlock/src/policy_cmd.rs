@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use airlock_policy::canonical::{CanonicalRequest, Host, parse_authority};
 use airlock_policy::import::SeedFormat;
+use airlock_policy::route::Outcome;
 use airlock_policy::{CompiledPolicy, Decision, emit};
 
 use crate::policy_args::{PolicySelection, read_policy_source};
@@ -68,11 +69,12 @@ fn check(files: &[String]) -> ExitCode {
         });
         match result {
             Ok((name, policy)) => println!(
-                "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules)",
+                "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules, {} routes)",
                 policy.network.allow.len(),
                 policy.network.deny.len(),
                 policy.secrets.len(),
-                policy.mcp.len()
+                policy.mcp.len(),
+                policy.routes.len()
             ),
             Err(errors) => {
                 invalid = true;
@@ -93,6 +95,8 @@ fn check(files: &[String]) -> ExitCode {
 struct ExplainRequest {
     canonical: CanonicalRequest,
     host_text: String,
+    /// `https` or `wss`.
+    tls: bool,
 }
 
 fn parse_request(method: &str, url: &str) -> Result<ExplainRequest, String> {
@@ -137,6 +141,7 @@ fn parse_request(method: &str, url: &str) -> Result<ExplainRequest, String> {
     Ok(ExplainRequest {
         canonical: CanonicalRequest::new(method, host, port, &path_and_query),
         host_text,
+        tls: default_port == 443,
     })
 }
 
@@ -153,19 +158,35 @@ fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> 
         Ok(request) => request,
         Err(e) => return fail(&e),
     };
-    let mut decision = compiled.decide(&request.canonical);
+    // A routed request is decided, from here on, as the request to its upstream.
+    let (mut decision, upstream, route_secret) =
+        match compiled.decide_request(&request.canonical, request.tls) {
+            Outcome::Decided(decision) => (decision, None, None),
+            Outcome::Routed(routed) => (
+                Decision::allow(routed.rule),
+                Some(routed.request),
+                routed.secret,
+            ),
+        };
+    let target = upstream.as_ref().unwrap_or(&request.canonical);
     if decision.is_allow()
-        && let Host::Ip(ip) = request.canonical.host
-        && let Err(refusal) = compiled.check_address(&request.canonical.host, ip)
+        && let Host::Ip(ip) = target.host
+        && let Err(refusal) = compiled.check_address(&target.host, ip)
     {
         decision = refusal;
     }
     let secrets: Vec<String> = if decision.is_allow() {
-        compiled
-            .secrets_for_host(&request.canonical.host)
+        let mut names: Vec<String> = compiled
+            .secrets_for_host(&target.host)
             .iter()
             .map(|s| s.name.clone())
-            .collect()
+            .collect();
+        if let Some(name) = route_secret
+            && !names.contains(&name)
+        {
+            names.push(name);
+        }
+        names
     } else {
         Vec::new()
     };
@@ -173,6 +194,13 @@ fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> 
         print_json(&decision, &secrets);
     } else {
         print_text(&decision, &secrets, &request);
+        if let (true, Some(upstream)) = (decision.is_allow(), &upstream) {
+            let path = upstream.path.as_deref().unwrap_or_default();
+            println!(
+                "  routed to https://{}:{}{path}",
+                upstream.host, upstream.port
+            );
+        }
     }
     if decision.is_allow() {
         ExitCode::SUCCESS

@@ -256,3 +256,21 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// A policy with an LLM route to the loopback upstream, its key read from `LLM_KEY` of the
+/// creator's environment and injected on the route only.
+pub fn llm_route_policy(port: u16) -> String {
+    format!(
+        "version: 1
+secrets:
+  LLM_KEY:
+    env: LLM_KEY
+    hosts: [api.example.invalid]
+    inject: {{header: Authorization, format: \"Bearer {{value}}\"}}
+routes:
+  - prefix: /llm/fake/
+    upstream: https://allowed.test:{port}/api/v1/
+    secret: LLM_KEY
+"
+    )
+}

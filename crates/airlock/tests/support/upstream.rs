@@ -49,6 +49,17 @@ pub struct Hit {
     pub headers: Vec<(String, String)>,
 }
 
+impl Hit {
+    /// Every value of header `name` (case-insensitive), in received order.
+    pub fn header_values(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
 #[derive(Default)]
 struct Record {
     connections: AtomicUsize,
