@@ -15,7 +15,9 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use sandbox::{SandboxHome, alive, files_containing, llm_route_policy, status, wait_until};
+use sandbox::{
+    SandboxHome, alive, assert_routed, files_containing, llm_route_flags, status, wait_until,
+};
 use serde_json::Value;
 use support::fixture_server::{FixtureServer, make_repository};
 use support::{TestPki, Upstream};
@@ -275,37 +277,15 @@ fn an_llm_route_answers_inside_a_docker_sandbox_with_the_key_injected_outside() 
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = SandboxHome::new();
-    let policy = home.scratch().join("llm.yaml");
-    std::fs::write(&policy, llm_route_policy(upstream.port())).expect("policy");
-    let flags: Vec<String> = vec![
-        "--policy".into(),
-        policy.to_string_lossy().into_owned(),
-        "--resolve".into(),
-        "allowed.test:127.0.0.1".into(),
-        "--upstream-ca".into(),
-        pki.upstream_ca_cert.to_string_lossy().into_owned(),
-    ];
+    let flags = llm_route_flags(&home, upstream.port(), &pki.upstream_ca_cert);
     create(&home, "llm", &flags, &[("LLM_KEY", REAL)]);
     let run = home.exec_json(
         "llm",
         "curl -sS --max-time 20 -H 'Authorization: Bearer agent-chosen-key' \
          http://airlock.internal/llm/fake/models; echo",
     );
-    let answer: Value =
-        serde_json::from_str(&run.stdout[0]).unwrap_or_else(|e| panic!("{e}: {run:?}"));
-    assert_eq!(answer["path"], "/api/v1/models", "{run:?}");
     let hit = upstream.hits().pop().expect("the upstream was reached");
-    let authorization: Vec<&String> = hit
-        .headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
-        .map(|(_, v)| v)
-        .collect();
-    assert_eq!(authorization, [&format!("Bearer {REAL}")]);
-    assert!(
-        !run.stdout.join("\n").contains(REAL),
-        "the real key came back: {run:?}"
-    );
+    assert_routed(&run, &hit, "/api/v1/models", REAL);
     home.must(&["rm", "llm"]);
     assert!(containers_of(&home).is_empty());
 }

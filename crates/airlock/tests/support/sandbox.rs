@@ -257,9 +257,48 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
     found
 }
 
-/// A policy with an LLM route to the loopback upstream, its key read from `LLM_KEY` of the
-/// creator's environment and injected on the route only.
-pub fn llm_route_policy(port: u16) -> String {
+/// Writes a policy with an LLM route to the loopback upstream on `port` (its key read from
+/// `LLM_KEY` of the creator's environment, injected on the route only) and returns the
+/// `create` flags that use it.
+pub fn llm_route_flags(home: &SandboxHome, port: u16, upstream_ca: &Path) -> Vec<String> {
+    let policy = home.scratch().join("llm.yaml");
+    std::fs::write(&policy, llm_route_policy(port)).expect("write the route policy");
+    vec![
+        "--policy".into(),
+        policy.to_string_lossy().into_owned(),
+        "--resolve".into(),
+        "allowed.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        upstream_ca.to_string_lossy().into_owned(),
+    ]
+}
+
+/// Asserts that the route's answer (the loopback upstream's echo, first stdout line) shows
+/// `path`, that the upstream received exactly the injected real key, and that the key did
+/// not come back.
+pub fn assert_routed(run: &JsonExec, hit: &crate::support::upstream::Hit, path: &str, real: &str) {
+    let answer: Value =
+        serde_json::from_str(&run.stdout[0]).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    assert_eq!(answer["path"], path, "{run:?}");
+    let authorization: Vec<&String> = hit
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        authorization,
+        [&format!("Bearer {real}")],
+        "the key is injected, the agent's own replaced"
+    );
+    assert!(
+        !run.stdout.join("\n").contains(real),
+        "the real key came back: {run:?}"
+    );
+}
+
+/// The route policy of [`llm_route_flags`].
+fn llm_route_policy(port: u16) -> String {
     format!(
         "version: 1
 secrets:
