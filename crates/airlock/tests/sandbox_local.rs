@@ -22,9 +22,6 @@ use serde_json::Value;
 use support::fixture_server::{FixtureServer, make_repository};
 use support::{TestPki, Upstream};
 
-/// The value only the upstream knows.
-const REAL: &str = "ghp_R3alSandb0xT0kenOnlyTheServerKnows42";
-
 /// `create` flags that let the sandbox reach `allowed.test:PORT` (the loopback upstream).
 fn upstream_flags(pki: &TestPki, port: u16) -> Vec<String> {
     vec![
@@ -230,13 +227,14 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
     if !namespaces_available("keys_control_files_and_other_sandboxes_stay_out_of_reach") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
     let home = SandboxHome::new();
     let mut flags = upstream_flags(&pki, port);
     flags.extend(["--secret".into(), "API_TOKEN@allowed.test".into()]);
-    create(&home, "keys", &flags, &[("API_TOKEN", REAL)]);
+    create(&home, "keys", &flags, &[("API_TOKEN", real.as_str())]);
     create(&home, "later", &[], &[]);
 
     let control = home.sandbox_dir("keys").join("control");
@@ -248,16 +246,16 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
          ls -A {ca_dir} 2>/dev/null | wc -l; \
          ls -A {later} | wc -l; touch {later}/planted 2>/dev/null || echo READONLY; \
          cat /proc/1/environ 2>/dev/null | wc -c; \
-         {{ grep -rl {REAL} /tmp /etc /var/tmp /run /dev/shm 2>/dev/null; \
-            cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -l {REAL}; }} | wc -l",
+         {{ grep -rl {real} /tmp /etc /var/tmp /run /dev/shm 2>/dev/null; \
+            cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -l {real}; }} | wc -l",
         control = control.display(),
         ca_dir = ca_dir.display(),
         later = home.sandbox_dir("later").display(),
     );
     let run = home.exec_json_with("keys", &["--timeout", "100"], &script);
     let surrogate = &run.stdout[0];
-    assert_eq!(surrogate.len(), REAL.len(), "{run:?}");
-    assert_ne!(surrogate, REAL);
+    assert_eq!(surrogate.len(), real.as_str().len(), "{run:?}");
+    assert_ne!(surrogate, real.as_str());
     assert!(
         surrogate.starts_with("ghp_"),
         "format-preserving surrogate: {surrogate}"
@@ -276,10 +274,13 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
         .map(|(_, v)| v.clone());
     assert_eq!(
         authorization.as_deref(),
-        Some(format!("Bearer {REAL}").as_str())
+        Some(format!("Bearer {real}").as_str())
     );
     // Nothing airlock wrote holds the real key: state, logs, audit.
-    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -287,13 +288,14 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
     if !namespaces_available("a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
     let repos = home.scratch().join("repos");
     std::fs::create_dir_all(&repos).expect("repos");
     make_repository(&repos, &home.scratch());
     let source = home.scratch().join("source");
-    let server = FixtureServer::git_with_password(&pki, &repos, REAL);
+    let server = FixtureServer::git_with_password(&pki, &repos, real.as_str());
     let flags: Vec<String> = vec![
         "--resolve".into(),
         "other.test:127.0.0.1".into(),
@@ -308,7 +310,7 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         "--branch".into(),
         "task/one".into(),
     ];
-    create(&home, "work", &flags, &[("GIT_TOKEN", REAL)]);
+    create(&home, "work", &flags, &[("GIT_TOKEN", real.as_str())]);
 
     let script = format!(
         "git rev-parse --abbrev-ref HEAD; cat README.md; \
@@ -366,7 +368,12 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         "--repo".into(),
         format!("https://other.test:{}/repo.git", server.port),
     ]);
-    create(&home, "remote", &remote_flags, &[("GIT_TOKEN", REAL)]);
+    create(
+        &home,
+        "remote",
+        &remote_flags,
+        &[("GIT_TOKEN", real.as_str())],
+    );
     let run = home.exec_json(
         "remote",
         "git log -1 --format=%s from-sandbox; git rev-parse --abbrev-ref HEAD",
@@ -379,7 +386,10 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         "{}",
         without_target.stderr
     );
-    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -447,11 +457,12 @@ fn an_llm_route_answers_inside_the_sandbox_with_the_key_injected_outside() {
     if !namespaces_available("an_llm_route_answers_inside_the_sandbox") {
         return;
     }
+    let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = SandboxHome::new();
     let flags = llm_route_flags(&home, upstream.port(), &pki.upstream_ca_cert);
-    create(&home, "llm", &flags, &[("LLM_KEY", REAL)]);
+    create(&home, "llm", &flags, &[("LLM_KEY", real.as_str())]);
     let run = home.exec_json(
         "llm",
         "curl -sS --max-time 20 -H 'Authorization: Bearer agent-chosen-key' \
@@ -459,8 +470,11 @@ fn an_llm_route_answers_inside_the_sandbox_with_the_key_injected_outside() {
          curl -sS --max-time 20 http://airlock.internal/other/; echo",
     );
     let hit = upstream.hits().pop().expect("the upstream was reached");
-    assert_routed(&run, &hit, "/api/v1/chat/completions", REAL);
+    assert_routed(&run, &hit, "/api/v1/chat/completions", real.as_str());
     let refused: Value = serde_json::from_str(&run.stdout[1]).expect("refusal");
     assert_eq!(refused["host"], "airlock.internal", "{run:?}");
-    assert_eq!(files_containing(&home.root(), REAL), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
 }

@@ -313,3 +313,21 @@ routes:
 "
     )
 }
+
+/// A fresh "real" secret for one test: `ghp_` and 36 random letters and digits. Made at
+/// run time so that no file on the machine (this source, a test binary) holds it, and a
+/// search for it from inside a sandbox finds only real leaks.
+pub fn real_secret() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = [0u8; 36];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").expect("/dev/urandom"),
+        &mut bytes,
+    )
+    .expect("random bytes");
+    let random: String = bytes
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect();
+    format!("ghp_{random}")
+}
