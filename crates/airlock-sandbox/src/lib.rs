@@ -50,6 +50,8 @@ mod launch;
 #[cfg(target_os = "linux")]
 mod local;
 mod name;
+#[cfg(target_os = "linux")]
+pub mod reap;
 pub mod state;
 pub mod workspace;
 

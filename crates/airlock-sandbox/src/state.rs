@@ -287,17 +287,23 @@ impl Sandboxes {
         id.is_alive().then_some(id)
     }
 
-    /// Loads `name` and checks that it can run commands.
+    /// Loads `name` and checks that it can run commands: its daemon is alive and, for a
+    /// local sandbox, its jail. A container is not asked about here (that costs an engine
+    /// call per command): its daemon watches it and ends with it, and `docker exec` fails on
+    /// a stopped container anyway.
     pub fn running(&self, name: &SandboxName) -> Result<SandboxState, SandboxError> {
         let state = self.load(name)?;
-        let why = match self.health_of(&state) {
-            Health::Running => return Ok(state),
-            Health::Starting => "it is starting".to_owned(),
-            Health::Dead(why) => why,
+        let why = if !state.daemon.is_alive() {
+            "its daemon is gone"
+        } else if matches!(&state.confinement, Confinement::Local { jail, .. } if !jail.is_alive())
+        {
+            "its namespaces are gone"
+        } else {
+            return Ok(state);
         };
         Err(SandboxError::NotRunning {
             name: name.to_string(),
-            why,
+            why: why.to_owned(),
         })
     }
 }

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use airlock_sandbox::state::{Confinement, SandboxState};
+use airlock_sandbox::reap::{Scan, reap};
+use airlock_sandbox::state::SandboxState;
 use airlock_sandbox::{
     CreateOptions, DockerProvider, ExecEvent, ExecRequest, Health, Limits, LocalProvider, Provider,
     ProviderKind, SandboxError, SandboxName, Sandboxes, workspace,
@@ -154,41 +155,19 @@ pub fn run(command: SandboxCommand) -> ExitCode {
     })
 }
 
-/// The state root and this binary.
-fn sandboxes() -> Result<Sandboxes, SandboxError> {
+/// The state root and this binary, after cleaning what crashed daemons left (`scan`: how
+/// far to look; see [`airlock_sandbox::reap`]).
+fn sandboxes(scan: Scan) -> Result<Sandboxes, SandboxError> {
     let exe = std::env::current_exe().map_err(|source| SandboxError::Spawn {
         what: "airlock (finding its own binary)".into(),
         source,
     })?;
     let root = airlock_sandbox::state::default_root()?;
     let sandboxes = Sandboxes::open(root, exe)?;
-    reap(&sandboxes);
+    for line in reap(&sandboxes, scan) {
+        eprintln!("airlock: {line}");
+    }
     Ok(sandboxes)
-}
-
-/// Cleans what crashed daemons left: orphaned containers, the control groups of a local
-/// sandbox, and a local jail outliving its daemon (it should not: it has a parent-death
-/// signal).
-fn reap(sandboxes: &Sandboxes) {
-    if let Ok(removed) = DockerProvider::new(sandboxes.clone()).remove_orphans() {
-        for name in removed {
-            eprintln!("airlock: removed the orphaned container of sandbox {name}");
-        }
-    }
-    for name in sandboxes.names().unwrap_or_default() {
-        let Ok(state) = sandboxes.load(&name) else {
-            continue;
-        };
-        if let Confinement::Local { jail, cgroups } = &state.confinement
-            && !state.daemon.is_alive()
-        {
-            if jail.is_alive() {
-                // SAFETY: kill has no memory-safety preconditions; identity checked.
-                unsafe { libc::kill(jail.pid, libc::SIGKILL) };
-            }
-            airlock_sandbox::cgroup::remove(cgroups);
-        }
-    }
 }
 
 /// The provider a sandbox was made with.
@@ -200,7 +179,7 @@ fn provider_for(sandboxes: &Sandboxes, kind: ProviderKind) -> Box<dyn Provider> 
 }
 
 fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
-    let sandboxes = sandboxes()?;
+    let sandboxes = sandboxes(Scan::Engine)?;
     let name = SandboxName::parse(&args.name)?;
     let kind = ProviderKind::from(args.provider);
     if sandboxes.exists(&name) {
@@ -256,7 +235,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
 }
 
 fn exec(args: ExecArgs) -> Result<ExitCode, SandboxError> {
-    let sandboxes = sandboxes()?;
+    let sandboxes = sandboxes(Scan::Recorded)?;
     let name = SandboxName::parse(&args.name)?;
     let state = sandboxes.load(&name)?;
     let mut request = ExecRequest::new(args.command.clone());
@@ -324,7 +303,7 @@ fn exec(args: ExecArgs) -> Result<ExitCode, SandboxError> {
 }
 
 fn ls(args: &LsArgs) -> Result<ExitCode, SandboxError> {
-    let sandboxes = sandboxes()?;
+    let sandboxes = sandboxes(Scan::Engine)?;
     let mut stdout = std::io::stdout().lock();
     if !args.json {
         let _ = writeln!(
@@ -370,7 +349,7 @@ fn ls(args: &LsArgs) -> Result<ExitCode, SandboxError> {
 }
 
 fn rm(args: &RmArgs) -> Result<ExitCode, SandboxError> {
-    let sandboxes = sandboxes()?;
+    let sandboxes = sandboxes(Scan::Engine)?;
     let mut failed = false;
     for text in &args.names {
         let result = SandboxName::parse(text).and_then(|name| {
@@ -395,7 +374,7 @@ fn rm(args: &RmArgs) -> Result<ExitCode, SandboxError> {
 }
 
 fn export(args: &ExportArgs) -> Result<ExitCode, SandboxError> {
-    let sandboxes = sandboxes()?;
+    let sandboxes = sandboxes(Scan::Recorded)?;
     let name = SandboxName::parse(&args.name)?;
     let state = sandboxes.load(&name)?;
     let Some(record) = &state.workspace else {
