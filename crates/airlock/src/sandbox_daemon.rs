@@ -144,12 +144,12 @@ async fn serve(args: DaemonArgs) -> ExitCode {
     };
     crate::rotation::watch_proxy(&proxy);
     crate::panic_redaction::install(&proxy);
-    let (stop, stopped) = watch::channel(false);
+    let (stop, _) = watch::channel(false);
     let result = match ProviderKind::from(args.provider) {
-        ProviderKind::Local => serve_local(&plan, proxy, &stopped, &mut termination).await,
-        ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stopped, &mut termination).await,
+        ProviderKind::Local => serve_local(&plan, proxy, &stop, &mut termination).await,
+        ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stop, &mut termination).await,
     };
-    let _ = stop.send(true);
+    stop.send_replace(true);
     plan.session.audit.flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -337,7 +337,7 @@ fn default_workdir(plan: &Plan, workspace_inside: &Path) -> PathBuf {
 async fn serve_local(
     plan: &Plan,
     proxy: Proxy,
-    stopped: &watch::Receiver<bool>,
+    stop: &watch::Sender<bool>,
     termination: &mut Termination,
 ) -> Result<(), String> {
     use airlock_jail::{Jail, JailSpec};
@@ -388,7 +388,7 @@ async fn serve_local(
             return Err(e.to_string());
         }
     }
-    let result = serve_jail(plan, proxy, stopped, jail, &cgroups, termination).await;
+    let result = serve_jail(plan, proxy, stop, jail, &cgroups, termination).await;
     airlock_sandbox::cgroup::remove(&cgroups);
     result
 }
@@ -413,7 +413,7 @@ fn children_of(pid: i32) -> Vec<i32> {
 async fn serve_jail(
     plan: &Plan,
     proxy: Proxy,
-    stopped: &watch::Receiver<bool>,
+    stop: &watch::Sender<bool>,
     mut jail: airlock_jail::RunningJail,
     cgroups: &[PathBuf],
     termination: &mut Termination,
@@ -422,7 +422,7 @@ async fn serve_jail(
         std::mem::take(&mut jail.listeners),
         proxy,
         &plan.session.audit,
-        stopped,
+        &stop.subscribe(),
     )?;
     let jail_id = ProcessId::of(jail.pid()).ok_or("the jail vanished while starting")?;
     let signaller = jail.signaller();
@@ -454,6 +454,8 @@ async fn serve_jail(
     }
     // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
     let _ = signaller.signal(libc::SIGKILL);
+    // The proxy drains (in-flight exchanges finish) and DNS ends.
+    stop.send_replace(true);
     served.finish().await;
     Ok(())
 }
@@ -463,7 +465,7 @@ async fn serve_docker(
     args: &DaemonArgs,
     plan: &Plan,
     proxy: Proxy,
-    stopped: &watch::Receiver<bool>,
+    stop: &watch::Sender<bool>,
     termination: &mut Termination,
 ) -> Result<(), String> {
     use airlock_sandbox::docker::{Docker, RunSpec};
@@ -491,7 +493,7 @@ async fn serve_docker(
     };
     let starting = docker.clone();
     let id = blocking(move || starting.run_detached(&spec).map_err(|e| e.to_string())).await?;
-    let result = serve_container(plan, proxy, stopped, &docker, &id, termination).await;
+    let result = serve_container(plan, proxy, stop, &docker, &id, termination).await;
     let remover = docker.clone();
     let removed = blocking(move || remover.remove(&id).map_err(|e| e.to_string())).await;
     result.and(removed)
@@ -501,7 +503,7 @@ async fn serve_docker(
 async fn serve_container(
     plan: &Plan,
     proxy: Proxy,
-    stopped: &watch::Receiver<bool>,
+    stop: &watch::Sender<bool>,
     docker: &airlock_sandbox::docker::Docker,
     id: &airlock_sandbox::docker::ContainerId,
     termination: &mut Termination,
@@ -515,7 +517,7 @@ async fn serve_container(
         airlock_jail::capture_network_namespace(&netns, &tcp_ports).map_err(|e| e.to_string())
     })
     .await?;
-    let served = run_cmd::serve_handed(listeners, proxy, &plan.session.audit, stopped)?;
+    let served = run_cmd::serve_handed(listeners, proxy, &plan.session.audit, &stop.subscribe())?;
     let (copying, container, bundle) = (docker.clone(), id.clone(), plan.session.bundle.clone());
     blocking(move || {
         copying
@@ -552,6 +554,8 @@ async fn serve_container(
         () = termination.wait() => {}
         () = ended => eprintln!("airlock: sandbox {}: its container stopped", plan.name),
     }
+    // The proxy drains (in-flight exchanges finish) and DNS ends.
+    stop.send_replace(true);
     served.finish().await;
     Ok(())
 }
