@@ -201,11 +201,35 @@ fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> 
                 upstream.host, upstream.port
             );
         }
+        if decision.is_allow() {
+            print_inspection(&compiled, target);
+        }
     }
     if decision.is_allow() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// The checks an allowed request's body would still go through: the `json_deny` guards
+/// (WebSocket messages included) and the MCP tool policy.
+fn print_inspection(compiled: &CompiledPolicy, target: &airlock_policy::CanonicalRequest) {
+    let guards: Vec<&str> = compiled
+        .body_guards(target)
+        .iter()
+        .map(|rule| rule.id.as_str())
+        .collect();
+    if !guards.is_empty() {
+        println!(
+            "  body:    checked against json_deny of {} (WebSocket messages too)",
+            guards.join(", ")
+        );
+    }
+    if let Ok(path) = target.path.as_deref()
+        && let Some(rule) = compiled.mcp_rule(&target.host, path)
+    {
+        println!("  mcp:     tools/call decided by {}", rule.id);
     }
 }
 

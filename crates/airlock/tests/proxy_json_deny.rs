@@ -245,3 +245,46 @@ fn http2_bodies_are_guarded_too() {
     assert_eq!(passed.status, 200, "{}", text(&passed));
     assert_eq!(passed.json()["len"], fine.len());
 }
+
+#[test]
+fn policy_explain_names_the_guards_and_the_mcp_rule_a_body_goes_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        "version: 1\nnetwork:\n  allow:\n    - host: allowed.test\n      json_deny:\n        \
+         - path: /tools/*/type\n          values: [web_search]\n    - host: mcp.test\n    \
+         - host: plain.test\nmcp:\n  - host: mcp.test\n    path: /mcp\n    tools: {deny: [run]}\n",
+    )
+    .expect("write policy");
+    let explain = |url: &str| {
+        let mut command = std::process::Command::new(support::proxy::AIRLOCK);
+        command
+            .args(["policy", "explain", "--policy"])
+            .arg(&file)
+            .args(["POST", url]);
+        let output = support::run_bounded(&mut command, std::time::Duration::from_secs(20));
+        assert_eq!(
+            output.status.and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            output.stderr
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let guarded = explain("https://allowed.test/v1/responses");
+    assert!(
+        guarded.contains("body:    checked against json_deny of network.allow[0]"),
+        "{guarded}"
+    );
+    let mcp = explain("https://mcp.test/mcp");
+    assert!(
+        mcp.contains("mcp:     tools/call decided by mcp[0]"),
+        "{mcp}"
+    );
+    let plain = explain("https://plain.test/x");
+    assert!(
+        !plain.contains("body:") && !plain.contains("mcp:"),
+        "{plain}"
+    );
+}
