@@ -273,6 +273,19 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     );
     home.must(&["rm", "remote"]);
 
+    // kill -9 of an `exec` CLI: the sandbox goes on.
+    let mut child = home
+        .command(&["exec", "dock", "--", "sleep", "6161"])
+        .spawn()
+        .expect("exec sleep");
+    assert!(wait_until(Duration::from_secs(20), || {
+        sandbox::process_with_marker("sleep\x006161")
+    }));
+    child.kill().expect("kill -9 the exec CLI");
+    let _ = child.wait();
+    let run = home.exec_json("dock", "echo still-here");
+    assert_eq!(run.stdout, ["still-here"], "{run:?}");
+
     // kill -9 of the daemon: the next command finds the orphaned container and removes it.
     let daemon = home.daemon_pid("dock");
     // SAFETY: kill has no memory-safety preconditions.
@@ -297,6 +310,12 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     assert_eq!(line["status"], "dead", "{line}");
     home.must(&["rm", "dock"]);
     assert!(!home.sandbox_dir("dock").exists());
+    assert!(
+        wait_until(Duration::from_secs(10), || !sandbox::process_with_marker(
+            "sleep\x006161"
+        )),
+        "a command outlived its container"
+    );
     assert_eq!(
         files_containing(&home.root(), real.as_str()),
         Vec::<String>::new()
