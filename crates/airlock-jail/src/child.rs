@@ -48,6 +48,9 @@ const FORWARDED_SIGNALS: [libc::c_int; 8] = [
 pub(crate) struct ChildPlan {
     /// airlock's PID, to detect that it died before the death signal was set.
     pub(crate) parent_pid: libc::pid_t,
+    /// `(start, end)` addresses of airlock's argument and environment strings, blanked
+    /// in the jail so that `/proc/1/cmdline` and `/proc/1/environ` show nothing of them.
+    pub(crate) inherited_areas: [(usize, usize); 2],
     /// Contents for `/proc/self/uid_map`.
     pub(crate) uid_map: Vec<u8>,
     /// Contents for `/proc/self/gid_map`.
@@ -130,6 +133,11 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
         exit_now(125);
     }
     close_descriptors_except(control).at(SetupStep::CloseInheritedDescriptors)?;
+    for (start, end) in plan.inherited_areas {
+        // SAFETY: the range is this process's copy (after fork) of the argument and
+        // environment strings on the initial stack: mapped, writable, and never read here.
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+    }
 
     unshare(
         CloneFlags::CLONE_NEWUSER

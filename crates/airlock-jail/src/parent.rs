@@ -536,6 +536,7 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
     let (uid, gid, parent_pid) = unsafe { (libc::geteuid(), libc::getegid(), libc::getpid()) };
     Ok(ChildPlan {
         parent_pid,
+        inherited_areas: inherited_areas()?,
         uid_map: format!("{uid} {uid} 1\n").into_bytes(),
         gid_map: format!("{gid} {gid} 1\n").into_bytes(),
         hide_paths,
@@ -547,6 +548,38 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         argv,
         env,
     })
+}
+
+/// airlock's own argument and environment strings (`/proc/self/stat` fields 48 to 51):
+/// the jail's processes are forked, not executed, so without blanking them the command
+/// could read airlock's command line (a `--secret NAME=SURROGATE=VALUE@HOST` included) in
+/// `/proc/1/cmdline`.
+fn inherited_areas() -> Result<[(usize, usize); 2], JailError> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|error| launcher("reading /proc/self/stat", error))?;
+    let unreadable = || {
+        launcher(
+            "reading /proc/self/stat",
+            io::Error::other("no argument and environment addresses"),
+        )
+    };
+    // Fields after the command name (field 2, which may hold spaces) start at field 3.
+    let after_name = &stat[stat.rfind(')').ok_or_else(unreadable)? + 1..];
+    let fields: Vec<usize> = after_name
+        .split_whitespace()
+        .skip(45)
+        .take(4)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| unreadable())?;
+    match fields[..] {
+        [arg_start, arg_end, env_start, env_end]
+            if arg_start <= arg_end && env_start <= env_end =>
+        {
+            Ok([(arg_start, arg_end), (env_start, env_end)])
+        }
+        _ => Err(unreadable()),
+    }
 }
 
 /// The paths `execve` tries for `program`, as `execvp` would search `path`.

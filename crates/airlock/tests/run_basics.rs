@@ -214,6 +214,10 @@ fn the_jails_init_and_hidden_files_reveal_no_real_secret() {
     let home = RunHome::new();
     let env_real = "ghp_EnvRealValue0123456789abcdefghijklmn";
     let file_real = "sk-proj-FileRealValue0123456789abcdef";
+    // A literal value on airlock's own command line: the jail's processes are forked
+    // from airlock, so their /proc/PID/cmdline would show it unless blanked.
+    let argv_real = "glpat-ArgvRealValue0123456789ab";
+    let argv_secret = format!("ARGV_TOKEN=glpat-ArgvSurrogate0000000000ab={argv_real}@gitlab.com");
     let secret_file = home.scratch().join("file-token");
     std::fs::write(&secret_file, file_real).expect("secret file");
     let policy = home.scratch().join("policy.yaml");
@@ -256,6 +260,8 @@ except OSError:
     let home_dir = home.airlock_home().to_string_lossy().into_owned();
     let output = home.run_with_env(
         &[
+            "--secret",
+            &argv_secret,
             "--policy",
             &policy_arg,
             "--log",
@@ -272,7 +278,7 @@ except OSError:
     assert!(stdout.contains("ENVIRON=denied"), "{stdout}");
     assert!(stdout.contains("MEM=denied"), "{stdout}");
     assert!(stdout.contains("END"), "{stdout}");
-    for real in [env_real, file_real] {
+    for real in [env_real, file_real, argv_real] {
         assert!(
             !stdout.contains(real),
             "a real value is visible inside the jail: {stdout}"

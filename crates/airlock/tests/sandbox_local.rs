@@ -234,6 +234,13 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
     let home = SandboxHome::new();
     let mut flags = upstream_flags(&pki, port);
     flags.extend(["--secret".into(), "API_TOKEN@allowed.test".into()]);
+    // A literal value on the command line: it travels in the daemon's arguments, which the
+    // jail's forked processes must not show in /proc/PID/cmdline.
+    let argv_real = sandbox::real_secret();
+    flags.extend([
+        "--secret".into(),
+        format!("ARGV_TOKEN=ghp_{}={argv_real}@allowed.test", "S".repeat(36)),
+    ]);
     create(&home, "keys", &flags, &[("API_TOKEN", real.as_str())]);
     create(&home, "later", &[], &[]);
 
@@ -246,8 +253,15 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
          ls -A {ca_dir} 2>/dev/null | wc -l; \
          ls -A {later} | wc -l; touch {later}/planted 2>/dev/null || echo READONLY; \
          cat /proc/1/environ 2>/dev/null | wc -c; \
-         {{ grep -rl {real} /tmp /etc /var/tmp /run /dev/shm 2>/dev/null; \
-            cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -l {real}; }} | wc -l",
+         {{ a={real_head}; b={real_tail}; grep -rl \"$a$b\" /tmp /etc /var/tmp /run /dev/shm 2>/dev/null; \
+            cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' \\
+              | awk -v a={real_head} -v b={real_tail} -v c={argv_head} -v d={argv_tail} \\
+                'index($0, a b) || index($0, c d) {{ print; exit }}'; }} | wc -l",
+        // The values are split so that this script's own command line does not hold them.
+        real_head = &real[..20],
+        real_tail = &real[20..],
+        argv_head = &argv_real[..20],
+        argv_tail = &argv_real[20..],
         control = control.display(),
         ca_dir = ca_dir.display(),
         later = home.sandbox_dir("later").display(),
@@ -276,9 +290,13 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
         authorization.as_deref(),
         Some(format!("Bearer {real}").as_str())
     );
-    // Nothing airlock wrote holds the real key: state, logs, audit.
+    // Nothing airlock wrote holds a real value: state, logs, audit.
     assert_eq!(
         files_containing(&home.root(), real.as_str()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        files_containing(&home.root(), &argv_real),
         Vec::<String>::new()
     );
 }
