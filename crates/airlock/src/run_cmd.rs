@@ -107,18 +107,27 @@ pub enum JailMode {
     Env,
 }
 
-/// Flags of `airlock run`.
-#[derive(clap::Args)]
-pub struct RunArgs {
-    /// Policy sources and secrets.
-    #[command(flatten)]
-    pub policy: PolicyArgs,
+/// `--resolve` and `--upstream-ca`: how upstreams are found and trusted (`run` and
+/// `sandbox create`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct UpstreamArgs {
     /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
     #[arg(long = "resolve", value_name = "HOST:ADDR")]
     pub resolve: Vec<String>,
     /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
     #[arg(long = "upstream-ca", value_name = "F")]
     pub upstream_ca: Vec<PathBuf>,
+}
+
+/// Flags of `airlock run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Policy sources and secrets.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Upstream pins and trust.
+    #[command(flatten)]
+    pub upstream: UpstreamArgs,
     /// Audit log destination: a file (appended to) or `-` for stdout; default: a new file
     /// under the CA directory's `logs/`.
     #[arg(long, value_name = "FILE|-")]
@@ -160,6 +169,15 @@ pub fn exit_on_parse_error(error: clap::Error) -> ! {
 
 /// Runs `airlock run` and returns the exit status.
 pub fn run(args: RunArgs) -> ExitCode {
+    on_runtime(async {
+        let status = run_session(args).await;
+        ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED))
+    })
+}
+
+/// Runs `work` on a two-thread runtime (125 if there is none); blocking tasks (a jail
+/// waiting for a stray process) get 100 ms, then the exit goes on without them.
+pub(crate) fn on_runtime(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -171,10 +189,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(SETUP_FAILED);
         }
     };
-    let status = runtime.block_on(run_session(args));
-    // Blocking tasks (a jail waiting for a stray process) must not hold the exit.
+    let status = runtime.block_on(work);
     runtime.shutdown_timeout(Duration::from_millis(100));
-    ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED))
+    status
 }
 
 async fn run_session(args: RunArgs) -> i32 {
@@ -251,7 +268,7 @@ impl Session {
 
         let mut errors = Vec::new();
         let mut resolve = HashMap::new();
-        for spec in &args.resolve {
+        for spec in &args.upstream.resolve {
             match parse_pin(spec) {
                 Ok((name, ip)) => {
                     resolve.insert(name, ip);
@@ -259,7 +276,7 @@ impl Session {
                 Err(e) => errors.push(format!("--resolve {spec}: {e}")),
             }
         }
-        for ca_file in &args.upstream_ca {
+        for ca_file in &args.upstream.upstream_ca {
             if !ca_file.is_file() {
                 errors.push(format!("--upstream-ca {}: no such file", ca_file.display()));
             }
@@ -287,7 +304,7 @@ impl Session {
 
         let mut config = ProxyConfig::new(compiled, ca, credentials, audit.clone());
         config.resolve = resolve;
-        config.upstream_cas = args.upstream_ca.clone();
+        config.upstream_cas = args.upstream.upstream_ca.clone();
         config.tunnel_refusal = TunnelRefusal::InsideTls;
         config.limits.drain_timeout = DRAIN_TIMEOUT;
         let session = Session {
@@ -621,22 +638,32 @@ fn exit_status_of(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(i32::from(SETUP_FAILED))
 }
 
-/// The signal handlers of a running command: `SIGINT` caught and ignored, `SIGTERM` and
-/// `SIGHUP` caught and forwarded.
-struct Signals {
+/// `SIGINT`, `SIGTERM` and `SIGHUP`, caught from the moment they are installed (a signal
+/// arriving before anyone waits is kept). `airlock run` ignores `SIGINT` and forwards the
+/// other two to its command; the sandbox daemon stops on any of them.
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn install() -> std::io::Result<Signals> {
+    pub(crate) fn install() -> std::io::Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
             hangup: signal(SignalKind::hangup())?,
         })
+    }
+
+    /// Completes when any of the three arrives.
+    pub(crate) async fn any(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = self.hangup.recv() => {}
+        }
     }
 
     /// Awaits `done`, forwarding `SIGTERM`/`SIGHUP` with `forward` meanwhile.

@@ -18,7 +18,7 @@ use airlock_sandbox::{
 };
 
 use crate::policy_args::PolicyArgs;
-use crate::run_cmd::SETUP_FAILED;
+use crate::run_cmd::{SETUP_FAILED, UpstreamArgs};
 use crate::sandbox_daemon::{DaemonArgs, ProviderArg};
 
 /// `airlock sandbox` subcommands.
@@ -50,12 +50,9 @@ pub struct CreateArgs {
     /// Policy sources and secrets (as for `airlock run`).
     #[command(flatten)]
     policy: PolicyArgs,
-    /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
-    #[arg(long = "resolve", value_name = "HOST:ADDR")]
-    resolve: Vec<String>,
-    /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
-    #[arg(long = "upstream-ca", value_name = "F")]
-    upstream_ca: Vec<PathBuf>,
+    /// Upstream pins and trust (as for `airlock run`).
+    #[command(flatten)]
+    upstream: UpstreamArgs,
     /// Which confinement.
     #[arg(long, value_enum, default_value_t = ProviderArg::Local)]
     provider: ProviderArg,
@@ -204,8 +201,9 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
         .collect();
     options.allows = args.policy.selection.allows.clone();
     options.secrets = args.policy.secrets.clone();
-    options.resolve = args.resolve.clone();
+    options.resolve = args.upstream.resolve.clone();
     options.upstream_cas = args
+        .upstream
         .upstream_ca
         .iter()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))

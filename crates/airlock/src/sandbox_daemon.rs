@@ -20,7 +20,7 @@ use airlock_sandbox::{ProviderKind, SandboxName, Sandboxes, workspace};
 use tokio::sync::watch;
 
 use crate::policy_args::PolicyArgs;
-use crate::run_cmd::{self, JailMode, RunArgs, SETUP_FAILED, Session};
+use crate::run_cmd::{self, JailMode, RunArgs, SETUP_FAILED, Session, Signals, UpstreamArgs};
 
 /// Variables of the creator's environment that commands in a local sandbox keep.
 const KEPT_VARIABLES: [&str; 11] = [
@@ -48,12 +48,9 @@ pub struct DaemonArgs {
     /// Policy sources and secrets.
     #[command(flatten)]
     policy: PolicyArgs,
-    /// Upstream pins.
-    #[arg(long = "resolve", value_name = "HOST:ADDR")]
-    resolve: Vec<String>,
-    /// Extra upstream CAs.
-    #[arg(long = "upstream-ca", value_name = "F")]
-    upstream_ca: Vec<PathBuf>,
+    /// Upstream pins and trust.
+    #[command(flatten)]
+    upstream: UpstreamArgs,
     /// The container image (docker).
     #[arg(long)]
     image: Option<String>,
@@ -96,20 +93,7 @@ impl From<ProviderArg> for ProviderKind {
 
 /// Runs the daemon; returns when the sandbox is torn down.
 pub fn run(args: DaemonArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("airlock: cannot start the async runtime: {e}");
-            return ExitCode::from(SETUP_FAILED);
-        }
-    };
-    let status = runtime.block_on(serve(args));
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    status
+    run_cmd::on_runtime(serve(args))
 }
 
 /// Everything about the sandbox that does not depend on the provider.
@@ -130,7 +114,7 @@ async fn serve(args: DaemonArgs) -> ExitCode {
         }
         ExitCode::from(SETUP_FAILED)
     };
-    let mut termination = match Termination::install() {
+    let mut termination = match Signals::install() {
         Ok(termination) => termination,
         Err(e) => return failed(vec![format!("cannot install signal handlers: {e}")]),
     };
@@ -166,8 +150,7 @@ impl Plan {
         let log = sandboxes.control_dir(&name).join("audit.jsonl");
         let run_args = RunArgs {
             policy: args.policy.clone(),
-            resolve: args.resolve.clone(),
-            upstream_ca: args.upstream_ca.clone(),
+            upstream: args.upstream.clone(),
             log: Some(log.display().to_string()),
             jail: JailMode::Namespace,
             command: vec!["sandbox".into()],
@@ -338,7 +321,7 @@ async fn serve_local(
     plan: &Plan,
     proxy: Proxy,
     stop: &watch::Sender<bool>,
-    termination: &mut Termination,
+    termination: &mut Signals,
 ) -> Result<(), String> {
     use airlock_jail::{Jail, JailSpec};
     let exe =
@@ -416,7 +399,7 @@ async fn serve_jail(
     stop: &watch::Sender<bool>,
     mut jail: airlock_jail::RunningJail,
     cgroups: &[PathBuf],
-    termination: &mut Termination,
+    termination: &mut Signals,
 ) -> Result<(), String> {
     let served = run_cmd::serve_handed(
         std::mem::take(&mut jail.listeners),
@@ -449,7 +432,7 @@ async fn serve_jail(
         return Err(e);
     }
     tokio::select! {
-        () = termination.wait() => {}
+        () = termination.any() => {}
         _ = running => eprintln!("airlock: sandbox {}: its namespaces ended", plan.name),
     }
     // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
@@ -466,7 +449,7 @@ async fn serve_docker(
     plan: &Plan,
     proxy: Proxy,
     stop: &watch::Sender<bool>,
-    termination: &mut Termination,
+    termination: &mut Signals,
 ) -> Result<(), String> {
     use airlock_sandbox::docker::{Docker, RunSpec};
     let image = args
@@ -506,7 +489,7 @@ async fn serve_container(
     stop: &watch::Sender<bool>,
     docker: &airlock_sandbox::docker::Docker,
     id: &airlock_sandbox::docker::ContainerId,
-    termination: &mut Termination,
+    termination: &mut Signals,
 ) -> Result<(), String> {
     let (inspecting, container) = (docker.clone(), id.clone());
     let pid = blocking(move || inspecting.init_pid(&container).map_err(|e| e.to_string())).await?;
@@ -551,7 +534,7 @@ async fn serve_container(
         }
     };
     tokio::select! {
-        () = termination.wait() => {}
+        () = termination.any() => {}
         () = ended => eprintln!("airlock: sandbox {}: its container stopped", plan.name),
     }
     // The proxy drains (in-flight exchanges finish) and DNS ends.
@@ -567,34 +550,6 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| format!("a blocking task failed: {e}"))?
-}
-
-/// `SIGTERM`, `SIGINT` and `SIGHUP`, caught from the daemon's start (a signal arriving
-/// during setup is kept and ends the sandbox as soon as it is ready).
-struct Termination {
-    terminate: tokio::signal::unix::Signal,
-    interrupt: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Termination {
-    fn install() -> std::io::Result<Termination> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Termination {
-            terminate: signal(SignalKind::terminate())?,
-            interrupt: signal(SignalKind::interrupt())?,
-            hangup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// Completes when one of the signals arrives.
-    async fn wait(&mut self) {
-        tokio::select! {
-            _ = self.terminate.recv() => {}
-            _ = self.interrupt.recv() => {}
-            _ = self.hangup.recv() => {}
-        }
-    }
 }
 
 /// `airlock sandbox hold`: the process a local sandbox's namespaces are kept alive by.

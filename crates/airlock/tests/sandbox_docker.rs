@@ -16,10 +16,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use sandbox::{
-    SandboxHome, alive, assert_routed, files_containing, llm_route_flags, status, wait_until,
+    GitSetup, SandboxHome, alive, assert_routed, files_containing, llm_route_flags, status,
+    wait_until,
 };
 use serde_json::Value;
-use support::fixture_server::{FixtureServer, make_repository};
 use support::{TestPki, Upstream};
 
 /// The image the tests run.
@@ -204,23 +204,9 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
-    let repos = home.scratch().join("repos");
-    std::fs::create_dir_all(&repos).expect("repos");
-    make_repository(&repos, &home.scratch());
-    let source = home.scratch().join("source");
-    let server = FixtureServer::git_with_password(&pki, &repos, real.as_str());
-    let flags: Vec<String> = vec![
-        "--resolve".into(),
-        "other.test:127.0.0.1".into(),
-        "--upstream-ca".into(),
-        pki.upstream_ca_cert.to_string_lossy().into_owned(),
-        "--allow".into(),
-        format!("other.test:{}", server.port),
-        "--secret".into(),
-        "GIT_TOKEN@other.test".into(),
-        "--repo".into(),
-        source.to_string_lossy().into_owned(),
-    ];
+    let git = GitSetup::new(&home, &pki, &real);
+    let (repos, source, server) = (&git.repos, &git.source, &git.server);
+    let flags = git.repo_flags(&[]);
     create(&home, "dock", &flags, &[("GIT_TOKEN", real.as_str())]);
     let script = format!(
         "pwd; git rev-parse --abbrev-ref HEAD; echo change > agent.txt && git add agent.txt && \
@@ -239,22 +225,19 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
         ],
         "{run:?}"
     );
-    let log = |dir: &std::path::Path, reference: &str| {
-        let output = Command::new("git")
-            .arg("--git-dir")
-            .arg(dir)
-            .args(["log", "-1", "--format=%s", reference])
-            .output()
-            .expect("git log");
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    };
-    assert_eq!(log(&repos.join("repo.git"), "from-docker"), "docker change");
+    assert_eq!(
+        GitSetup::subject(&repos.join("repo.git"), "from-docker"),
+        "docker change"
+    );
     home.must(&["export", "dock"]);
-    assert_eq!(log(&source.join(".git"), "airlock/dock"), "docker change");
+    assert_eq!(
+        GitSetup::subject(&source.join(".git"), "airlock/dock"),
+        "docker change"
+    );
     assert!(!source.join("agent.txt").exists());
 
     // A repository named by URL is cloned from inside the container, through the proxy.
-    let mut remote_flags = flags[..8].to_vec();
+    let mut remote_flags = git.flags.clone();
     remote_flags.extend([
         "--repo".into(),
         format!("https://other.test:{}/repo.git", server.port),

@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use run::namespaces_available;
 use sandbox::{
-    SandboxHome, alive, assert_routed, files_containing, llm_route_flags, process_with_marker,
-    status, wait_until,
+    GitSetup, SandboxHome, alive, assert_routed, files_containing, llm_route_flags,
+    process_with_marker, status, wait_until,
 };
 use serde_json::Value;
-use support::fixture_server::{FixtureServer, make_repository};
 use support::{TestPki, Upstream};
 
 /// `create` flags that let the sandbox reach `allowed.test:PORT` (the loopback upstream).
@@ -309,25 +308,9 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
-    let repos = home.scratch().join("repos");
-    std::fs::create_dir_all(&repos).expect("repos");
-    make_repository(&repos, &home.scratch());
-    let source = home.scratch().join("source");
-    let server = FixtureServer::git_with_password(&pki, &repos, real.as_str());
-    let flags: Vec<String> = vec![
-        "--resolve".into(),
-        "other.test:127.0.0.1".into(),
-        "--upstream-ca".into(),
-        pki.upstream_ca_cert.to_string_lossy().into_owned(),
-        "--allow".into(),
-        format!("other.test:{}", server.port),
-        "--secret".into(),
-        "GIT_TOKEN@other.test".into(),
-        "--repo".into(),
-        source.to_string_lossy().into_owned(),
-        "--branch".into(),
-        "task/one".into(),
-    ];
+    let git = GitSetup::new(&home, &pki, &real);
+    let (repos, source, server) = (&git.repos, &git.source, &git.server);
+    let flags = git.repo_flags(&["--branch", "task/one"]);
     create(&home, "work", &flags, &[("GIT_TOKEN", real.as_str())]);
 
     let script = format!(
@@ -344,14 +327,8 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         "{run:?}"
     );
     // The push reached the server with the real token (it answers 401 to anything else).
-    let pushed = std::process::Command::new("git")
-        .args(["--git-dir"])
-        .arg(repos.join("repo.git"))
-        .args(["log", "-1", "--format=%s", "from-sandbox"])
-        .output()
-        .expect("git log");
     assert_eq!(
-        String::from_utf8_lossy(&pushed.stdout).trim(),
+        GitSetup::subject(&repos.join("repo.git"), "from-sandbox"),
         "agent change"
     );
     // The user's tree was never written; the branch comes back with export.
@@ -360,14 +337,8 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
         "the agent wrote into the user's tree"
     );
     home.must(&["export", "work"]);
-    let exported = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&source)
-        .args(["log", "-1", "--format=%s", "task/one"])
-        .output()
-        .expect("git log");
     assert_eq!(
-        String::from_utf8_lossy(&exported.stdout).trim(),
+        GitSetup::subject(&source.join(".git"), "task/one"),
         "agent change"
     );
     // A second export of a diverged branch is refused without --force.
@@ -381,7 +352,7 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
 
     // A repository named by URL is cloned from inside, through the proxy, with the
     // surrogate; exporting it needs --to.
-    let mut remote_flags = flags[..8].to_vec();
+    let mut remote_flags = git.flags.clone();
     remote_flags.extend([
         "--repo".into(),
         format!("https://other.test:{}/repo.git", server.port),

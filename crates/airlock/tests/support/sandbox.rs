@@ -331,3 +331,64 @@ pub fn real_secret() -> String {
         .collect();
     format!("ghp_{random}")
 }
+
+/// A git server on loopback that demands `real` as password, with the repository of
+/// [`make_repository`](crate::support::fixture_server::make_repository) in `repos/repo.git`
+/// and its working copy at `source`; `flags` let a sandbox reach it as `other.test` with
+/// `GIT_TOKEN` (read from the creator's environment) swapped in.
+pub struct GitSetup {
+    /// The server's repositories (`repo.git`).
+    pub repos: PathBuf,
+    /// The user's repository (a working copy) to create sandboxes from.
+    pub source: PathBuf,
+    /// The server; stops when dropped.
+    pub server: crate::support::fixture_server::FixtureServer,
+    /// `--resolve`, `--upstream-ca`, `--allow` and `--secret` for `create`.
+    pub flags: Vec<String>,
+}
+
+impl GitSetup {
+    /// Builds the repository and starts the server.
+    pub fn new(home: &SandboxHome, pki: &crate::support::TestPki, real: &str) -> GitSetup {
+        let repos = home.scratch().join("repos");
+        std::fs::create_dir_all(&repos).expect("repos");
+        crate::support::fixture_server::make_repository(&repos, &home.scratch());
+        let server =
+            crate::support::fixture_server::FixtureServer::git_with_password(pki, &repos, real);
+        let flags = vec![
+            "--resolve".into(),
+            "other.test:127.0.0.1".into(),
+            "--upstream-ca".into(),
+            pki.upstream_ca_cert.to_string_lossy().into_owned(),
+            "--allow".into(),
+            format!("other.test:{}", server.port),
+            "--secret".into(),
+            "GIT_TOKEN@other.test".into(),
+        ];
+        GitSetup {
+            repos,
+            source: home.scratch().join("source"),
+            server,
+            flags,
+        }
+    }
+
+    /// The flags plus `--repo SOURCE` and `extra`.
+    pub fn repo_flags(&self, extra: &[&str]) -> Vec<String> {
+        let mut flags = self.flags.clone();
+        flags.extend(["--repo".into(), self.source.to_string_lossy().into_owned()]);
+        flags.extend(extra.iter().map(|s| (*s).to_owned()));
+        flags
+    }
+
+    /// The subject of `reference`'s last commit in the git directory `git_dir`.
+    pub fn subject(git_dir: &Path, reference: &str) -> String {
+        let output = Command::new("git")
+            .arg("--git-dir")
+            .arg(git_dir)
+            .args(["log", "-1", "--format=%s", reference])
+            .output()
+            .expect("git log");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+}
