@@ -20,6 +20,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::capture::{configure_network, create_listener, ipv6_available, listener_kinds};
+use crate::confine::{self, Failure};
 use crate::error::SetupStep;
 use crate::wire::{MESSAGE_LEN, Message};
 
@@ -61,6 +62,8 @@ pub(crate) struct ChildPlan {
     pub(crate) hide_if_present: Vec<CString>,
     /// `(source, destination)` pairs bind-mounted read-only.
     pub(crate) bind_files: Vec<(CString, CString)>,
+    /// Filesystem confinement, when asked for.
+    pub(crate) fs: Option<confine::FsPlan>,
     /// TCP ports to listen on, deduplicated, DNS included.
     pub(crate) tcp_ports: Vec<u16>,
     /// Working directory of the command.
@@ -81,16 +84,16 @@ pub(crate) fn run_jail(plan: &ChildPlan, control: OwnedFd) -> ! {
     std::mem::forget(control);
     match build_jail(plan, control_fd) {
         Ok(never) => match never {},
-        Err((step, error)) => fail(control_fd, step, &error),
+        Err((step, item, error)) => fail(control_fd, step, item, &error),
     }
 }
 
 /// Reports a failed setup step on the control socket and exits.
-fn fail(control: RawFd, step: SetupStep, error: &io::Error) -> ! {
+fn fail(control: RawFd, step: SetupStep, item: Option<u32>, error: &io::Error) -> ! {
     let errno = error.raw_os_error().unwrap_or(libc::EIO);
     // Nothing more can be done if the report cannot be sent: airlock then
     // sees the jail exit during setup.
-    let _ = send_message(control, Message::SetupFailed { step, errno }, None);
+    let _ = send_message(control, Message::SetupFailed { step, item, errno }, None);
     exit_now(125)
 }
 
@@ -102,23 +105,23 @@ fn exit_now(code: i32) -> ! {
 
 /// Attaches a setup step to an error.
 trait AtStep<T> {
-    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)>;
+    fn at(self, step: SetupStep) -> StepResult<T>;
 }
 
 impl<T> AtStep<T> for io::Result<T> {
-    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)> {
-        self.map_err(|error| (step, error))
+    fn at(self, step: SetupStep) -> StepResult<T> {
+        self.map_err(|error| (step, None, error))
     }
 }
 
 impl<T> AtStep<T> for nix::Result<T> {
-    fn at(self, step: SetupStep) -> Result<T, (SetupStep, io::Error)> {
-        self.map_err(|errno| (step, io::Error::from(errno)))
+    fn at(self, step: SetupStep) -> StepResult<T> {
+        self.map_err(|errno| (step, None, io::Error::from(errno)))
     }
 }
 
 /// Result of a step sequence that only ends by failing (success execs or exits).
-type StepResult<T> = Result<T, (SetupStep, io::Error)>;
+type StepResult<T> = Result<T, Failure>;
 
 /// Uninhabited: the success value of functions that never return on success.
 enum Never {}
@@ -148,15 +151,17 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
             | CloneFlags::CLONE_NEWUTS,
     )
     .at(SetupStep::Unshare)?;
-    // This process and the init forked from it hold a copy of airlock's memory (real
-    // secret values, its environment). Entering the user namespace usually makes them
-    // non-dumpable already (fs.suid_dumpable = 0); say so explicitly, so that the command
-    // can read neither /proc/1/environ nor /proc/1/mem nor ptrace its init whatever the
-    // sysctl. The command itself becomes dumpable again at exec, as usual.
-    nix::sys::prctl::set_dumpable(false).at(SetupStep::Unshare)?;
+    // The maps are written while this process is still dumpable: a non-dumpable process's
+    // /proc files belong to the global root until a uid is mapped, so an ordinary user
+    // could not write them (EACCES on setgroups).
     std::fs::write("/proc/self/setgroups", b"deny").at(SetupStep::DenySetgroups)?;
     std::fs::write("/proc/self/uid_map", &plan.uid_map).at(SetupStep::UidMap)?;
     std::fs::write("/proc/self/gid_map", &plan.gid_map).at(SetupStep::GidMap)?;
+    // This process and the init forked from it hold a copy of airlock's memory (real
+    // secret values, its environment). Say explicitly that they are not dumpable, so that
+    // the command can read neither /proc/1/environ nor /proc/1/mem nor ptrace its init,
+    // whatever fs.suid_dumpable says. The command becomes dumpable again at exec.
+    nix::sys::prctl::set_dumpable(false).at(SetupStep::Unshare)?;
 
     mount(
         None::<&str>,
@@ -166,23 +171,10 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
         None::<&str>,
     )
     .at(SetupStep::MountPrivate)?;
-    // Binds first: their sources may lie in a directory hidden next (the
-    // CA bundle in airlock's state directory); a bind keeps its file.
-    for (source, destination) in &plan.bind_files {
-        bind_read_only(source, destination).at(SetupStep::BindFile)?;
-    }
-    for path in &plan.hide_paths {
-        hide_path(path).at(SetupStep::HidePath)?;
-    }
-    for path in &plan.hide_if_present {
-        match hide_path(path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            result => result.at(SetupStep::HidePath)?,
-        }
-    }
+    build_mounts(plan)?;
 
     let ipv6 = ipv6_available().at(SetupStep::CreateListener)?;
-    configure_network(ipv6)?;
+    configure_network(ipv6).map_err(|(step, error)| (step, None, error))?;
     create_and_send_listeners(plan, control, ipv6)?;
 
     let signals = block_forwarded_signals().at(SetupStep::ForkInit)?;
@@ -192,13 +184,13 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     // child only runs code of this module before exec or _exit.
     let init_pid = unsafe { libc::fork() };
     if init_pid < 0 {
-        return Err((SetupStep::ForkInit, io::Error::last_os_error()));
+        return Err((SetupStep::ForkInit, None, io::Error::last_os_error()));
     }
     if init_pid == 0 {
         drop(status_read);
         match run_init(plan, control, &signals, status_write) {
             Ok(never) => match never {},
-            Err((step, error)) => fail(control, step, &error),
+            Err((step, item, error)) => fail(control, step, item, &error),
         }
     }
     drop(status_write);
@@ -258,9 +250,8 @@ fn close_range(first: libc::c_uint, last: libc::c_uint, flags: libc::c_uint) -> 
 }
 
 /// Covers a directory with an empty read-only tmpfs, or a file with `/dev/null`.
-fn hide_path(path: &CString) -> io::Result<()> {
-    let metadata = std::fs::metadata(path_of(path))?;
-    if metadata.is_dir() {
+fn hide_path(path: &CString, is_dir: bool) -> io::Result<()> {
+    if is_dir {
         mount(
             Some("tmpfs"),
             path.as_c_str(),
@@ -313,6 +304,85 @@ fn bind_read_only(source: &std::ffi::CStr, destination: &std::ffi::CStr) -> io::
 fn path_of(path: &CString) -> &std::path::Path {
     use std::os::unix::ffi::OsStrExt;
     std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()))
+}
+
+/// The jail's mount namespace: with a filesystem plan, the host read-only, the hidden
+/// paths covered, then the private `/dev` and `/tmp` and the writable and protected binds
+/// (docs/security.md); last the files bound read-only (the CA bundle). Sources are opened
+/// first, so a bind still finds what lies in a directory covered later; writable binds are
+/// recursive, so a hidden path inside a writable directory stays covered.
+fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
+    let sources = match &plan.fs {
+        Some(fs) => Some(confine::open_sources(fs)?),
+        None => None,
+    };
+    let mut bind_sources = Vec::with_capacity(plan.bind_files.len());
+    for (index, (source, _)) in plan.bind_files.iter().enumerate() {
+        let fd = nix::fcntl::open(
+            source.as_c_str(),
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| (SetupStep::BindFile, Some(index as u32), e.into()))?;
+        bind_sources.push(fd);
+    }
+    if plan.fs.is_some() {
+        confine::read_only_host()?;
+    }
+    for (index, path) in plan.hide_paths.iter().enumerate() {
+        match hide(plan, sources.as_ref(), path) {
+            Err((SetupStep::HidePath, _, e)) => {
+                return Err((SetupStep::HidePath, Some(index as u32), e));
+            }
+            result => result?,
+        }
+    }
+    for path in &plan.hide_if_present {
+        match hide(plan, sources.as_ref(), path) {
+            Err((_, _, e)) if e.kind() == io::ErrorKind::NotFound => {}
+            result => result?,
+        }
+    }
+    if let (Some(fs), Some(sources)) = (&plan.fs, &sources) {
+        confine::confine(fs, sources)?;
+    }
+    for (index, ((_, destination), fd)) in plan.bind_files.iter().zip(&bind_sources).enumerate() {
+        bind_file(fd, destination, plan.fs.is_some())
+            .map_err(|e| (SetupStep::BindFile, Some(index as u32), e))?;
+    }
+    Ok(())
+}
+
+/// Covers one hidden path: a directory by an empty read-only tmpfs (with the `readable`
+/// exceptions below it shown again), anything else by `/dev/null`.
+fn hide(
+    plan: &ChildPlan,
+    sources: Option<&confine::Sources>,
+    path: &CString,
+) -> Result<(), Failure> {
+    let at = |e: io::Error| (SetupStep::HidePath, None, e);
+    let metadata = std::fs::metadata(path_of(path)).map_err(at)?;
+    match (&plan.fs, sources) {
+        (Some(fs), Some(sources)) if metadata.is_dir() => {
+            confine::hide_directory(path, fs, sources)
+        }
+        _ => hide_path(path, metadata.is_dir()).map_err(at),
+    }
+}
+
+/// Binds a prepared source over `destination`, read-only. Under confinement a missing
+/// destination is created first (it can only be in the private /tmp).
+fn bind_file(source: &OwnedFd, destination: &CString, confined: bool) -> io::Result<()> {
+    let target = path_of(destination);
+    if confined && std::fs::symlink_metadata(target).is_err() {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::File::create(target)?;
+    }
+    let source = CString::new(format!("/proc/self/fd/{}", source.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    bind_read_only(&source, destination)
 }
 
 /// Creates every listening socket and hands each one to airlock.
@@ -484,6 +554,9 @@ fn run_init(
         None::<&str>,
     )
     .at(SetupStep::MountProc)?;
+    if plan.fs.is_some() {
+        confine::confine_proc().at(SetupStep::MountProc)?;
+    }
     nix::unistd::chdir(plan.cwd.as_c_str()).at(SetupStep::ChangeDirectory)?;
 
     send_message(control, Message::Ready, None).at(SetupStep::SendListener)?;
@@ -500,7 +573,7 @@ fn run_init(
     // `exec_command`, which execs or exits.
     let command_pid = unsafe { libc::fork() };
     if command_pid < 0 {
-        return Err((SetupStep::ForkCommand, io::Error::last_os_error()));
+        return Err((SetupStep::ForkCommand, None, io::Error::last_os_error()));
     }
     if command_pid == 0 {
         drop(status_write);
@@ -554,13 +627,27 @@ fn reap_until_command_exits(
 /// inherited descriptors close-on-exec, and execs. Never returns.
 fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
     if let Err(error) = drop_capabilities() {
-        fail(control, SetupStep::DropCapabilities, &error);
+        fail(control, SetupStep::DropCapabilities, None, &error);
     }
     if let Err(error) = close_range(3, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) {
-        fail(control, SetupStep::CloseInheritedDescriptors, &error);
+        fail(control, SetupStep::CloseInheritedDescriptors, None, &error);
     }
     if let Err(error) = reset_signals() {
-        fail(control, SetupStep::ResetSignals, &error);
+        fail(control, SetupStep::ResetSignals, None, &error);
+    }
+    if let Some(fs) = &plan.fs {
+        let abi = if fs.landlock {
+            match confine::apply_landlock(fs) {
+                Ok(abi) => abi,
+                Err(error) => fail(control, SetupStep::Landlock, None, &error),
+            }
+        } else {
+            0
+        };
+        // airlock learns which layers hold; if it cannot be told, the command does not run.
+        if let Err(errno) = send_message(control, Message::Confined { landlock_abi: abi }, None) {
+            fail(control, SetupStep::Landlock, None, &errno.into());
+        }
     }
     let mut saw_permission_denied = false;
     let mut last_errno = libc::ENOENT;

@@ -36,8 +36,8 @@ static COMMAND_PID: AtomicI32 = AtomicI32::new(0);
 pub struct JailEntry {
     /// `(namespace file, CLONE_NEW* flag)` in joining order.
     namespaces: Vec<(File, libc::c_int)>,
-    /// Directories covered (in the jail's mount namespace) before the command starts.
-    hide: Vec<(CString, CString)>,
+    /// The Landlock layer the command applies before exec, if asked for.
+    landlock: Option<crate::confine::FsPlan>,
     /// `cgroup.procs` files the command joins before it enters the namespaces.
     cgroups: Vec<File>,
 }
@@ -65,7 +65,7 @@ impl JailEntry {
         }
         Ok(JailEntry {
             namespaces,
-            hide: Vec::new(),
+            landlock: None,
             cgroups: Vec::new(),
         })
     }
@@ -84,19 +84,23 @@ impl JailEntry {
         Ok(())
     }
 
-    /// Directories to cover with an empty read-only file system in the jail's mount
-    /// namespace before the command starts, if they exist and are not covered yet (for
-    /// example other sandboxes' directories made after this jail was built). The cover
-    /// stays for later commands.
-    pub fn hide_directories(&mut self, directories: &[std::path::PathBuf]) -> io::Result<()> {
-        for directory in directories {
-            let parent = directory.parent().unwrap_or(Path::new("/"));
-            let c_string = |path: &Path| {
+    /// Applies the jail's Landlock layer to the command too: writes only in `writable`
+    /// (paths as the jail sees them), the private temporary directories and `/dev`. The
+    /// mounts the command joins already confine it; this is the second layer.
+    pub fn confine_writes(&mut self, writable: &[std::path::PathBuf]) -> io::Result<()> {
+        let writable = writable
+            .iter()
+            .map(|path| {
                 CString::new(path.as_os_str().as_bytes())
                     .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
-            };
-            self.hide.push((c_string(directory)?, c_string(parent)?));
-        }
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        self.landlock = Some(crate::confine::FsPlan {
+            writable,
+            protected: Vec::new(),
+            reexposed: Vec::new(),
+            landlock: true,
+        });
         Ok(())
     }
 
@@ -107,13 +111,14 @@ impl JailEntry {
     pub fn install(self, command: &mut Command, cwd: &Path) -> io::Result<()> {
         let cwd = CString::new(cwd.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the directory"))?;
-        // SAFETY: the closure runs in the forked child before exec and only makes
-        // async-signal-safe system calls (write, setns, stat, mount, fork, waitpid, kill,
-        // sigaction, prctl, chdir, close_range, _exit) on data prepared before the fork.
+        // SAFETY: the closure runs in the forked child before exec and makes system calls
+        // (write, setns, fork, waitpid, kill, sigaction, prctl, chdir, close_range, _exit)
+        // on data prepared before the fork; the Landlock layer also allocates, which
+        // glibc's fork keeps usable in the child.
         unsafe {
             command.pre_exec(move || {
                 join_cgroups(&self.cgroups)?;
-                enter_in_child(&self.namespaces, &self.hide, &cwd)
+                enter_in_child(&self.namespaces, self.landlock.as_ref(), &cwd)
             });
         }
         Ok(())
@@ -135,7 +140,7 @@ fn join_cgroups(groups: &[File]) -> io::Result<()> {
 /// exec) and turns this process into the command's waiter.
 fn enter_in_child(
     namespaces: &[(File, libc::c_int)],
-    hide: &[(CString, CString)],
+    landlock: Option<&crate::confine::FsPlan>,
     cwd: &CString,
 ) -> io::Result<()> {
     for (file, flag) in namespaces {
@@ -144,55 +149,19 @@ fn enter_in_child(
             return Err(io::Error::last_os_error());
         }
     }
-    for (directory, parent) in hide {
-        hide_directory(directory, parent)?;
-    }
     // SAFETY: single-threaded forked child; both sides only make async-signal-safe calls.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        return prepare_command(cwd);
-    }
-    wait_and_exit(pid)
-}
-
-/// Covers `directory` with an empty read-only tmpfs unless it is missing or already a
-/// mount point (its device differs from its parent's).
-fn hide_directory(directory: &CString, parent: &CString) -> io::Result<()> {
-    // SAFETY: all-zero stat buffers are valid outputs.
-    let (mut own, mut above): (libc::stat, libc::stat) = unsafe { std::mem::zeroed() };
-    // SAFETY: valid NUL-terminated paths and writable buffers.
-    if unsafe { libc::stat(directory.as_ptr(), &mut own) } != 0 {
-        let error = io::Error::last_os_error();
-        return match error.raw_os_error() {
-            Some(libc::ENOENT) => Ok(()),
-            _ => Err(error),
-        };
-    }
-    // SAFETY: as above.
-    if unsafe { libc::stat(parent.as_ptr(), &mut above) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if own.st_dev != above.st_dev {
+        prepare_command(cwd)?;
+        if let Some(plan) = landlock {
+            crate::confine::apply_landlock(plan)?;
+        }
         return Ok(());
     }
-    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    // SAFETY: mount with valid NUL-terminated strings; only this mount namespace changes.
-    let mounted = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            directory.as_ptr(),
-            c"tmpfs".as_ptr(),
-            flags,
-            c"size=4k,mode=0755".as_ptr().cast(),
-        )
-    };
-    if mounted != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    wait_and_exit(pid)
 }
 
 /// The command's own process, inside every namespace: dies with its waiter, loses every

@@ -50,11 +50,25 @@ pub enum SetupStep {
     EnterNetworkNamespace,
     /// Listing the interfaces of a network namespace being captured.
     ListInterfaces,
+    /// Making the whole host tree read-only (`mount_setattr`, Linux 5.12 or later).
+    ReadOnlyRoot,
+    /// Building the command's `/dev` with only the usual devices.
+    MinimalDev,
+    /// Mounting the private `/tmp` (and `/var/tmp`).
+    PrivateTmp,
+    /// Binding a writable directory back read-write.
+    WritablePath,
+    /// Making a protected path read-only inside a writable directory.
+    ProtectPath,
+    /// Showing a `readable` exception again inside a hidden directory.
+    ReexposePath,
+    /// Applying the Landlock rules in the command's process.
+    Landlock,
 }
 
 impl SetupStep {
     /// Every step, in the order of their wire codes.
-    const ALL: [SetupStep; 22] = [
+    const ALL: [SetupStep; 29] = [
         SetupStep::ParentDeathSignal,
         SetupStep::CloseInheritedDescriptors,
         SetupStep::Unshare,
@@ -77,6 +91,13 @@ impl SetupStep {
         SetupStep::ResetSignals,
         SetupStep::EnterNetworkNamespace,
         SetupStep::ListInterfaces,
+        SetupStep::ReadOnlyRoot,
+        SetupStep::MinimalDev,
+        SetupStep::PrivateTmp,
+        SetupStep::WritablePath,
+        SetupStep::ProtectPath,
+        SetupStep::ReexposePath,
+        SetupStep::Landlock,
     ];
 
     /// The step's one-byte code on the jail's control socket.
@@ -115,6 +136,13 @@ impl SetupStep {
             SetupStep::ResetSignals => "resetting signal handling",
             SetupStep::EnterNetworkNamespace => "entering the network namespace",
             SetupStep::ListInterfaces => "listing the network namespace's interfaces",
+            SetupStep::ReadOnlyRoot => "making the host's files read-only",
+            SetupStep::MinimalDev => "building /dev",
+            SetupStep::PrivateTmp => "mounting the private /tmp",
+            SetupStep::WritablePath => "making a writable directory writable",
+            SetupStep::ProtectPath => "write-protecting a path",
+            SetupStep::ReexposePath => "showing a readable exception",
+            SetupStep::Landlock => "applying the Landlock rules",
         }
     }
 }
@@ -172,10 +200,15 @@ pub enum JailError {
     #[error("invalid jail specification: {0}")]
     InvalidSpec(String),
     /// A setup step failed inside the jail; the command was not started.
-    #[error("jail setup failed while {step}: {source}")]
+    #[error(
+        "jail setup failed while {step}{}: {source}",
+        path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
+    )]
     Setup {
         /// The step that failed.
         step: SetupStep,
+        /// The path the step was working on, when it names one.
+        path: Option<std::path::PathBuf>,
         /// The error the kernel returned.
         #[source]
         source: io::Error,
@@ -248,7 +281,11 @@ impl JailError {
 
     /// Builds the error for a failed setup step, recognising the errors that
     /// mean "namespaces are not available to this user on this kernel".
-    pub(crate) fn from_setup(step: SetupStep, errno: i32) -> JailError {
+    pub(crate) fn from_setup(
+        step: SetupStep,
+        path: Option<std::path::PathBuf>,
+        errno: i32,
+    ) -> JailError {
         let source = io::Error::from_raw_os_error(errno);
         let namespaces_refused = match step {
             SetupStep::Unshare => matches!(
@@ -270,7 +307,7 @@ impl JailError {
                 why: format!("{step}: {source}"),
             }
         } else {
-            JailError::Setup { step, source }
+            JailError::Setup { step, path, source }
         }
     }
 }
@@ -289,13 +326,13 @@ mod tests {
 
     #[test]
     fn unshare_eperm_means_namespaces_unavailable() {
-        let error = JailError::from_setup(SetupStep::Unshare, libc::EPERM);
+        let error = JailError::from_setup(SetupStep::Unshare, None, libc::EPERM);
         assert!(matches!(error, JailError::NamespacesUnavailable { .. }));
         assert!(error.to_string().contains("--jail env"));
         assert_eq!(error.exit_status(), 125);
-        let error = JailError::from_setup(SetupStep::UidMap, libc::EPERM);
+        let error = JailError::from_setup(SetupStep::UidMap, None, libc::EPERM);
         assert!(matches!(error, JailError::NamespacesUnavailable { .. }));
-        let error = JailError::from_setup(SetupStep::HidePath, libc::ENOENT);
+        let error = JailError::from_setup(SetupStep::HidePath, None, libc::ENOENT);
         assert!(matches!(
             error,
             JailError::Setup {

@@ -40,6 +40,7 @@
 //!         hide_paths: vec!["/home/me/.config/airlock".into()],
 //!         hide_if_present: Vec::new(),
 //!         bind_files: Vec::new(),
+//!         filesystem: None,
 //!     };
 //!     let mut jail = Jail::spawn(spec)?; // JailError::exit_status() == 125
 //!     for listener in std::mem::take(&mut jail.listeners) {
@@ -64,6 +65,7 @@
 mod addr;
 mod capture;
 mod child;
+mod confine;
 mod enter;
 mod error;
 mod netlink;
@@ -105,6 +107,25 @@ pub struct JailSpec {
     /// error). Binds are made before hiding, so a source may lie inside a
     /// hidden directory; a destination inside one stays hidden.
     pub bind_files: Vec<(PathBuf, PathBuf)>,
+    /// Filesystem confinement (docs/security.md): `None` keeps the host's files as the
+    /// user sees them (only `hide_paths` covered).
+    pub filesystem: Option<FsConfinement>,
+}
+
+/// Filesystem confinement: the host read-only except `writable`, a private `/tmp` and
+/// `/var/tmp`, a `/dev` with the usual devices only, `/proc/sys` read-only. Hidden
+/// directories ([`JailSpec::hide_paths`]) show only the `readable_exceptions` below them.
+/// Any path that cannot be confined as asked fails the jail (exit 125), naming it.
+#[derive(Debug, Clone, Default)]
+pub struct FsConfinement {
+    /// Existing directories (absolute, canonical) the command may write.
+    pub writable: Vec<PathBuf>,
+    /// Existing paths inside writable directories that stay read-only (hooks, rc files).
+    pub protected: Vec<PathBuf>,
+    /// Existing paths inside hidden directories shown again, read-only.
+    pub readable_exceptions: Vec<PathBuf>,
+    /// Whether Landlock is applied as a second layer where the kernel has it.
+    pub landlock: bool,
 }
 
 /// Transport protocol of a handed socket.

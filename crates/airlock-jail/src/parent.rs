@@ -21,7 +21,8 @@ use nix::sys::socket::{
 
 use crate::capture::listening_ports;
 use crate::child::{ChildPlan, run_jail, send_message};
-use crate::error::{ExecFailure, JailError};
+use crate::confine::FsPlan;
+use crate::error::{ExecFailure, JailError, SetupStep};
 use crate::wire::{MESSAGE_LEN, Message};
 use crate::{HandedListener, JailSpec};
 
@@ -47,6 +48,7 @@ impl Jail {
     /// unprivileged namespaces here.
     pub fn spawn(spec: JailSpec) -> Result<RunningJail, JailError> {
         let plan = build_plan(&spec)?;
+        let paths = FailurePaths::of(&spec);
         let expected_listeners = 2 * (plan.tcp_ports.len() + 1);
         let (control, child_control) = socketpair(
             AddressFamily::Unix,
@@ -77,6 +79,8 @@ impl Jail {
             status_receiver,
             exit: None,
             started: false,
+            paths,
+            landlock_abi: None,
         };
         // On error `jail` is dropped, which kills whatever was built.
         jail.listeners = jail.receive_listeners(expected_listeners)?;
@@ -125,12 +129,62 @@ pub struct RunningJail {
     status_receiver: mpsc::Receiver<libc::c_int>,
     exit: Option<JailExit>,
     started: bool,
+    paths: FailurePaths,
+    landlock_abi: Option<u8>,
+}
+
+/// The spec's paths, to name the one a failed setup step was working on.
+#[derive(Debug, Default)]
+struct FailurePaths {
+    hidden: Vec<std::path::PathBuf>,
+    bound: Vec<std::path::PathBuf>,
+    writable: Vec<std::path::PathBuf>,
+    protected: Vec<std::path::PathBuf>,
+    reexposed: Vec<std::path::PathBuf>,
+}
+
+impl FailurePaths {
+    fn of(spec: &JailSpec) -> FailurePaths {
+        let fs = spec.filesystem.clone().unwrap_or_default();
+        FailurePaths {
+            hidden: spec.hide_paths.clone(),
+            bound: spec
+                .bind_files
+                .iter()
+                .map(|(source, _)| source.clone())
+                .collect(),
+            writable: fs.writable,
+            protected: fs.protected,
+            reexposed: fs.readable_exceptions,
+        }
+    }
+
+    /// The error for a failed step, with the path it names.
+    fn error(&self, step: SetupStep, item: Option<u32>, errno: i32) -> JailError {
+        let list = match step {
+            SetupStep::HidePath => &self.hidden,
+            SetupStep::BindFile => &self.bound,
+            SetupStep::WritablePath => &self.writable,
+            SetupStep::ProtectPath => &self.protected,
+            SetupStep::ReexposePath => &self.reexposed,
+            _ => return JailError::from_setup(step, None, errno),
+        };
+        let path = item.and_then(|index| list.get(index as usize)).cloned();
+        JailError::from_setup(step, path, errno)
+    }
 }
 
 impl RunningJail {
     /// Host PID of the jail's outer process (the command's grandparent).
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// After [`RunningJail::start`] with filesystem confinement: the Landlock ABI version
+    /// enforced in the command's process (0: the kernel has no Landlock, or it was not
+    /// asked for). `None` without confinement or before the start.
+    pub fn landlock_abi(&self) -> Option<u8> {
+        self.landlock_abi
     }
 
     /// Starts the command, and waits (at most about 30 seconds) until its
@@ -145,7 +199,9 @@ impl RunningJail {
             .control
             .take()
             .ok_or(JailError::WrongState("the jail has no control socket"))?;
-        let outcome = start_command(&control);
+        let outcome = start_command(&control, &self.paths).map(|abi| {
+            self.landlock_abi = abi;
+        });
         drop(control);
         if let Err(error) = &outcome
             && !matches!(error, JailError::Exec { .. } | JailError::Setup { .. })
@@ -252,8 +308,8 @@ impl RunningJail {
                     });
                 }
                 (Message::Ready, None) => return Ok(listeners),
-                (Message::SetupFailed { step, errno }, None) => {
-                    return Err(JailError::from_setup(step, errno));
+                (Message::SetupFailed { step, item, errno }, None) => {
+                    return Err(self.paths.error(step, item, errno));
                 }
                 (other, _) => {
                     return Err(JailError::Protocol(format!("{other:?} during setup")));
@@ -308,29 +364,44 @@ impl Drop for RunningJail {
 }
 
 /// Sends the go-ahead and waits until the command's `execve` succeeded
-/// (every copy of the control socket is closed) or a failure is reported.
-fn start_command(control: &OwnedFd) -> Result<(), JailError> {
+/// (every copy of the control socket is closed) or a failure is reported. Returns the
+/// Landlock ABI the command reported, when it runs confined.
+fn start_command(control: &OwnedFd, paths: &FailurePaths) -> Result<Option<u8>, JailError> {
     send_message(control.as_raw_fd(), Message::Go, None)
         .map_err(|errno| launcher("sending the go-ahead", errno.into()))?;
     let deadline = Instant::now() + EXEC_TIMEOUT;
-    if !wait_readable(control, deadline)? {
-        return Err(JailError::TimedOut {
-            what: "starting the command",
-        });
-    }
-    match receive_message(control)? {
-        None => Ok(()),
-        Some((Message::ExecFailed { errno }, None)) => Err(JailError::Exec {
-            kind: ExecFailure::from_errno(errno),
-            source: io::Error::from_raw_os_error(errno),
-        }),
-        Some((Message::SetupFailed { step, errno }, None)) => {
-            Err(JailError::from_setup(step, errno))
+    let mut landlock_abi = None;
+    // At most one Confined report, then the end of the socket or a failure.
+    for _ in 0..2 {
+        if !wait_readable(control, deadline)? {
+            return Err(JailError::TimedOut {
+                what: "starting the command",
+            });
         }
-        Some((other, _)) => Err(JailError::Protocol(format!(
-            "{other:?} while starting the command"
-        ))),
+        match receive_message(control)? {
+            None => return Ok(landlock_abi),
+            Some((Message::Confined { landlock_abi: abi }, None)) if landlock_abi.is_none() => {
+                landlock_abi = Some(abi);
+            }
+            Some((Message::ExecFailed { errno }, None)) => {
+                return Err(JailError::Exec {
+                    kind: ExecFailure::from_errno(errno),
+                    source: io::Error::from_raw_os_error(errno),
+                });
+            }
+            Some((Message::SetupFailed { step, item, errno }, None)) => {
+                return Err(paths.error(step, item, errno));
+            }
+            Some((other, _)) => {
+                return Err(JailError::Protocol(format!(
+                    "{other:?} while starting the command"
+                )));
+            }
+        }
     }
+    Err(JailError::Protocol(
+        "more than one confinement report".into(),
+    ))
 }
 
 /// Waits until `control` is readable (or closed); `false` at the deadline.
@@ -542,11 +613,36 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         hide_paths,
         hide_if_present,
         bind_files,
+        fs: spec.filesystem.as_ref().map(fs_plan).transpose()?,
         tcp_ports,
         cwd: c_string(spec.cwd.as_os_str(), "the working directory")?,
         program_candidates,
         argv,
         env,
+    })
+}
+
+/// The filesystem part of the plan: every path absolute, as C strings.
+fn fs_plan(fs: &crate::FsConfinement) -> Result<FsPlan, JailError> {
+    let convert = |paths: &[std::path::PathBuf], what: &str| {
+        paths
+            .iter()
+            .map(|path| {
+                if !path.is_absolute() {
+                    return Err(JailError::InvalidSpec(format!(
+                        "{what} {} is not absolute",
+                        path.display()
+                    )));
+                }
+                c_string(path.as_os_str(), what)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(FsPlan {
+        writable: convert(&fs.writable, "a writable path")?,
+        protected: convert(&fs.protected, "a protected path")?,
+        reexposed: convert(&fs.readable_exceptions, "a readable exception")?,
+        landlock: fs.landlock,
     })
 }
 

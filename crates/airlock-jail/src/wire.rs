@@ -15,6 +15,9 @@ const KIND_READY: u8 = 2;
 const KIND_SETUP_FAILED: u8 = 3;
 const KIND_EXEC_FAILED: u8 = 4;
 const KIND_GO: u8 = 5;
+const KIND_CONFINED: u8 = 6;
+/// The `item` of a setup failure that names no path.
+const NO_ITEM: u32 = u32::MAX;
 
 /// IP family of a handed listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +50,18 @@ pub(crate) enum Message {
     /// Setup finished; the jail waits for [`Message::Go`] (jail → airlock).
     Ready,
     /// A setup step failed with this errno (jail → airlock).
-    SetupFailed { step: SetupStep, errno: i32 },
+    SetupFailed {
+        step: SetupStep,
+        item: Option<u32>,
+        errno: i32,
+    },
+    Confined {
+        landlock_abi: u8,
+    },
     /// `execve` of the command failed with this errno (jail → airlock).
-    ExecFailed { errno: i32 },
+    ExecFailed {
+        errno: i32,
+    },
     /// Run the command (airlock → jail).
     Go,
 }
@@ -76,9 +88,10 @@ impl Message {
                 bytes[4..6].copy_from_slice(&port.to_le_bytes());
             }
             Message::Ready => bytes[0] = KIND_READY,
-            Message::SetupFailed { step, errno } => {
+            Message::SetupFailed { step, item, errno } => {
                 bytes[0] = KIND_SETUP_FAILED;
                 bytes[3] = step.code();
+                bytes[4..8].copy_from_slice(&item.unwrap_or(NO_ITEM).to_le_bytes());
                 bytes[8..12].copy_from_slice(&errno.to_le_bytes());
             }
             Message::ExecFailed { errno } => {
@@ -86,6 +99,10 @@ impl Message {
                 bytes[8..12].copy_from_slice(&errno.to_le_bytes());
             }
             Message::Go => bytes[0] = KIND_GO,
+            Message::Confined { landlock_abi } => {
+                bytes[0] = KIND_CONFINED;
+                bytes[1] = landlock_abi;
+            }
         }
         bytes
     }
@@ -116,7 +133,12 @@ impl Message {
             KIND_READY => Some(Message::Ready),
             KIND_SETUP_FAILED => Some(Message::SetupFailed {
                 step: SetupStep::from_code(bytes[3])?,
+                item: Some(u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]))
+                    .filter(|item| *item != NO_ITEM),
                 errno,
+            }),
+            KIND_CONFINED => Some(Message::Confined {
+                landlock_abi: bytes[1],
             }),
             KIND_EXEC_FAILED => Some(Message::ExecFailed { errno }),
             KIND_GO => Some(Message::Go),
@@ -145,8 +167,15 @@ mod tests {
             Message::Ready,
             Message::SetupFailed {
                 step: SetupStep::MountProc,
+                item: None,
                 errno: libc::EPERM,
             },
+            Message::SetupFailed {
+                step: SetupStep::WritablePath,
+                item: Some(3),
+                errno: libc::ENOENT,
+            },
+            Message::Confined { landlock_abi: 6 },
             Message::ExecFailed {
                 errno: libc::ENOENT,
             },

@@ -29,6 +29,7 @@ fn spec(argv: &[&str]) -> JailSpec {
         hide_paths: Vec::new(),
         hide_if_present: Vec::new(),
         bind_files: Vec::new(),
+        filesystem: None,
     }
 }
 
@@ -519,4 +520,42 @@ fn refused_namespaces_are_reported_with_advice() {
         output.contains("NAMESPACES_UNAVAILABLE_REPORTED"),
         "{output}"
     );
+}
+
+#[test]
+fn confinement_reports_landlock_and_names_a_path_it_cannot_confine() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let writable = std::fs::canonicalize(dir.path()).expect("canonical");
+    let mut confined = sh("echo ok > made && ! touch /usr/planted 2>/dev/null");
+    confined.cwd = writable.clone();
+    confined.filesystem = Some(airlock_jail::FsConfinement {
+        writable: vec![writable.clone()],
+        landlock: true,
+        ..Default::default()
+    });
+    let Some(mut jail) = spawn_or_skip(confined) else {
+        return;
+    };
+    jail.start().expect("start");
+    assert!(
+        jail.landlock_abi().is_some(),
+        "a confined start reports Landlock"
+    );
+    assert_eq!(jail.wait().expect("wait"), JailExit::Exited(0));
+    assert!(writable.join("made").exists());
+
+    let missing = writable.join("missing");
+    let mut broken = sh("true");
+    broken.filesystem = Some(airlock_jail::FsConfinement {
+        writable: vec![missing.clone()],
+        ..Default::default()
+    });
+    match Jail::spawn(broken) {
+        Err(JailError::Setup {
+            step: SetupStep::WritablePath,
+            path,
+            ..
+        }) => assert_eq!(path, Some(missing)),
+        other => panic!("expected a failure naming the path: {other:?}"),
+    }
 }

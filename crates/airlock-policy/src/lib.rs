@@ -17,6 +17,7 @@
 pub mod canonical;
 pub mod decision;
 pub mod emit;
+pub mod filesystem;
 pub mod import;
 pub mod json_deny;
 pub mod load;

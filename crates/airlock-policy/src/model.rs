@@ -20,6 +20,43 @@ pub struct Policy {
     pub mcp: Vec<McpRule>,
     /// Reverse-proxy prefixes for base-URL clients.
     pub routes: Vec<Route>,
+    /// What the command may read and write (`airlock run`, local sandboxes).
+    pub filesystem: Filesystem,
+}
+
+/// The `filesystem` section: paths as written (`~/...`, relative or absolute), resolved
+/// against the launcher's home and working directory when a jail is built
+/// ([`crate::filesystem`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filesystem {
+    /// Directories the command may write; `None` means the default, the working directory.
+    pub writable: Option<Vec<String>>,
+    /// Paths hidden besides the built-in list.
+    pub hidden: Vec<String>,
+    /// Exceptions to the built-in hidden list (and the only way to lift one).
+    pub readable: Vec<String>,
+    /// Names write-protected besides the built-in ones, even inside writable directories.
+    pub protected: Vec<String>,
+}
+
+impl Filesystem {
+    /// Adds another source's entries: lists are joined without duplicates; `writable`
+    /// stays the default only if no source sets it.
+    pub fn merge(&mut self, other: Filesystem) {
+        fn join(into: &mut Vec<String>, from: Vec<String>) {
+            for item in from {
+                if !into.contains(&item) {
+                    into.push(item);
+                }
+            }
+        }
+        if let Some(writable) = other.writable {
+            join(self.writable.get_or_insert_with(Vec::new), writable);
+        }
+        join(&mut self.hidden, other.hidden);
+        join(&mut self.readable, other.readable);
+        join(&mut self.protected, other.protected);
+    }
 }
 
 /// The `network` section.
@@ -267,6 +304,7 @@ impl Policy {
                 }
             }
             out.mcp.extend(policy.mcp);
+            out.filesystem.merge(policy.filesystem);
         }
         Ok(out)
     }

@@ -673,7 +673,7 @@ fn secrets_passthrough_and_mcp_use_the_same_host_matching() {
                 deny: vec![],
             },
         ],
-        routes: Vec::new(),
+        ..Policy::default()
     });
     let name = |n: &str| Host::Name(n.to_owned());
     let names = |n: &str| {

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Limits, SandboxError};
+use crate::{Limits, SandboxError, SandboxName};
 
 /// Where cgroup file systems are mounted.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -112,6 +112,31 @@ fn make_group(dir: &Path, settings: &[Setting]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The group name of sandbox `name` made by the daemon with PID `pid`.
+pub fn tag(name: &SandboxName, pid: u32) -> String {
+    format!("airlock-{name}-{pid}")
+}
+
+/// Whether `path` is a group [`create`] makes for sandbox `name`: `airlock-NAME-PID`
+/// directly under the unified root or under one of the v1 controllers used.
+pub fn is_sandbox_group(path: &Path, name: &SandboxName) -> bool {
+    let Some(leaf) = path.file_name().and_then(|l| l.to_str()) else {
+        return false;
+    };
+    let prefix = format!("airlock-{name}-");
+    let tagged = leaf
+        .strip_prefix(&prefix)
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+    let root = Path::new(CGROUP_ROOT);
+    let parent_ok = path.parent().is_some_and(|parent| {
+        parent == root
+            || ["memory", "pids", "cpu"]
+                .iter()
+                .any(|controller| parent == root.join(controller))
+    });
+    tagged && parent_ok
+}
+
 /// Moves process `pid` (not its existing children) into every group.
 pub fn add_process(groups: &[PathBuf], pid: i32) -> Result<(), SandboxError> {
     for dir in groups {
@@ -145,6 +170,30 @@ pub fn remove(groups: &[PathBuf]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_groups_airlock_names_are_accepted() {
+        let name = SandboxName::parse("task-1").expect("name");
+        let ok = [
+            "/sys/fs/cgroup/airlock-task-1-42",
+            "/sys/fs/cgroup/pids/airlock-task-1-42",
+        ];
+        for path in ok {
+            assert!(is_sandbox_group(Path::new(path), &name), "{path}");
+        }
+        let bad = [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/user.slice",
+            "/sys/fs/cgroup/airlock-other-42",
+            "/sys/fs/cgroup/airlock-task-1-",
+            "/sys/fs/cgroup/x/airlock-task-1-42",
+            "/sys/fs/cgroup/../cgroup/airlock-task-1-42/..",
+            "/tmp/airlock-task-1-42",
+        ];
+        for path in bad {
+            assert!(!is_sandbox_group(Path::new(path), &name), "{path}");
+        }
+    }
 
     #[test]
     fn limits_become_the_files_of_each_hierarchy() {

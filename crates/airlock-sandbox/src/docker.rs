@@ -196,9 +196,20 @@ impl Docker {
         Ok(docker)
     }
 
+    /// The engine recorded as `recorded` (only its file name counts: `docker` or
+    /// `podman`), found on `PATH` again: a recorded path is never run as it is. `None` for
+    /// any other name or when it is not on `PATH`.
+    pub fn named(recorded: &Path) -> Option<Docker> {
+        let name = recorded.file_name()?.to_str()?;
+        if name != "docker" && name != "podman" {
+            return None;
+        }
+        find_on_path(name).map(Docker::at)
+    }
+
     /// The engine at `program`, as recorded by [`Docker::program`] of a detected one: for
     /// managing existing containers without asking the daemon for its version again.
-    pub fn at(program: PathBuf) -> Docker {
+    fn at(program: PathBuf) -> Docker {
         let engine = if program.file_name().is_some_and(|name| name == "podman") {
             Engine::Podman
         } else {

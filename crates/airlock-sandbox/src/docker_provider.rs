@@ -98,7 +98,7 @@ impl Provider for DockerProvider {
         let cwd = cwd.to_str().ok_or_else(|| {
             SandboxError::Unsupported(format!("{}: not a UTF-8 directory", cwd.display()))
         })?;
-        let command = Docker::at(engine.clone()).exec_command(&id, cwd, &env, &request.argv)?;
+        let command = engine_of(engine)?.exec_command(&id, cwd, &env, &request.argv)?;
         exec::stream(command, &request, exec_id, Usage::Unknown)
     }
 
@@ -106,8 +106,9 @@ impl Provider for DockerProvider {
         crate::launch::stop_and_remove(&self.sandboxes, name, |state| {
             if let Some(Confinement::Docker { container, engine }) = state.map(|s| &s.confinement)
                 && let Ok(id) = container_id(container)
+                && let Ok(docker) = engine_of(engine)
             {
-                let _ = Docker::at(engine.clone()).remove(&id);
+                let _ = docker.remove(&id);
             }
         })?;
         self.remove_orphans().map(drop)
@@ -123,5 +124,16 @@ fn container_id(text: &str) -> Result<ContainerId, SandboxError> {
     ContainerId::parse(text).ok_or_else(|| SandboxError::CorruptState {
         path: "state.json".into(),
         why: format!("{text:?} is not a container ID"),
+    })
+}
+
+/// The engine a state file names, found on `PATH` by its name (never run from the
+/// recorded path).
+pub(crate) fn engine_of(recorded: &std::path::Path) -> Result<Docker, SandboxError> {
+    Docker::named(recorded).ok_or_else(|| {
+        SandboxError::Unsupported(format!(
+            "the container engine {} is not on PATH",
+            recorded.display()
+        ))
     })
 }

@@ -185,7 +185,7 @@ fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), Sandbo
     if let Some(id) = ProcessId::of(pid) {
         let pid_file = control.join("daemon.pid");
         let text = serde_json::to_string(&id).unwrap_or_default();
-        std::fs::write(&pid_file, text).map_err(|e| SandboxError::state(&pid_file, e))?;
+        crate::state::write_private_file(&pid_file, &text)?;
     }
     let stdout = child.stdout.take();
     let (sender, receiver) = std::sync::mpsc::channel();

@@ -1,8 +1,8 @@
 //! The `local` provider: `airlock run`'s namespaces kept alive as a named sandbox.
 //!
 //! The daemon builds the jail (user, network, mount, PID, IPC and UTS namespaces; every
-//! address local; the sandbox's control directory, the CA directory and the policy files
-//! hidden) around a process that only waits, and serves the jail's listeners. Each command
+//! address local; the host's files read-only, airlock's whole state hidden except this
+//! sandbox's own workspace) around a process that only waits, and serves the jail's listeners. Each command
 //! joins those namespaces ([`airlock_jail::JailEntry`]) as a process of the caller, so its
 //! output and exit status come straight back and no root is needed.
 
@@ -49,15 +49,11 @@ impl Provider for LocalProvider {
             source,
         };
         let mut entry = JailEntry::open(jail.pid).map_err(spawn_error)?;
-        // Sandboxes made after this one: hidden before the command starts.
-        let others: Vec<_> = self
-            .sandboxes
-            .names()?
-            .into_iter()
-            .filter(|other| other != name)
-            .map(|other| self.sandboxes.dir(&other))
-            .collect();
-        entry.hide_directories(&others).map_err(spawn_error)?;
+        // Other sandboxes (made before or after this one) are inside airlock's state
+        // root, which the jail covers whole; Landlock confines writes to the workspace.
+        entry
+            .confine_writes(&[self.sandboxes.workspace_dir(name)])
+            .map_err(spawn_error)?;
         entry.join_cgroups(cgroups).map_err(spawn_error)?;
         let exec_id = exec::new_exec_id();
         let mut command = Command::new(program);

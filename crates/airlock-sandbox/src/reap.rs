@@ -3,7 +3,7 @@
 //! jail killed and its control groups removed. Its directory stays (`ls` shows it dead and
 //! `export` still works) until `rm`.
 
-use crate::docker::{ContainerId, Docker};
+use crate::docker::ContainerId;
 use crate::state::{Confinement, Sandboxes};
 use crate::{DockerProvider, SandboxName};
 
@@ -39,7 +39,10 @@ pub fn reap(sandboxes: &Sandboxes, scan: Scan) -> Vec<String> {
                 true
             }
             Confinement::Docker { container, engine } => {
-                match ContainerId::parse(container).map(|id| Docker::at(engine.clone()).remove(&id))
+                let docker = crate::docker_provider::engine_of(engine).ok();
+                match ContainerId::parse(container)
+                    .zip(docker)
+                    .map(|(id, docker)| docker.remove(&id))
                 {
                     Some(Ok(())) => {
                         removed.push(orphan_line(&name));

@@ -9,9 +9,14 @@
 //!   <name>/workspace/          the private workspace (bare clone + task worktree)
 //! ```
 //!
-//! `control/` is hidden from the sandbox; `workspace/` is what it works in. Liveness is
-//! read from the kernel, never trusted from the file: a process is identified by its PID
-//! *and* its start time, so a recycled PID is not mistaken for the daemon.
+//! The whole root is hidden from every sandbox (and from `airlock run`); a local sandbox
+//! sees only its own `workspace/`, bound back inside the hidden root. Nothing read back
+//! is trusted as written (docs/security.md): a state file must be a regular file owned by
+//! this user with mode 0600, at most [`MAX_STATE_BYTES`], of the expected shape; a cgroup
+//! path must be one airlock names; the engine program is found on `PATH` by its name
+//! (`docker` or `podman`), never run from a recorded path. Liveness is read from the
+//! kernel: a process is identified by its PID, its start time and its owner, so a
+//! recycled PID or another user's process is never mistaken for the daemon.
 
 use std::path::{Path, PathBuf};
 
@@ -39,10 +44,90 @@ impl ProcessId {
         start_time(pid).map(|start_time| ProcessId { pid, start_time })
     }
 
-    /// Whether that very process is still alive (and not a zombie).
+    /// Whether that very process is still alive (not a zombie) and belongs to this user.
     pub fn is_alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start_time)
+        self.pid > 1 && start_time(self.pid) == Some(self.start_time) && owned_by_us(self.pid)
     }
+}
+
+/// Whether `/proc/PID` belongs to this process's effective user.
+fn owned_by_us(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == euid)
+}
+
+/// The largest state file airlock reads back.
+pub const MAX_STATE_BYTES: u64 = 1 << 20;
+
+/// Reads a file airlock wrote for itself: a regular file (not a link), owned by this
+/// user, mode 0600 or stricter, at most [`MAX_STATE_BYTES`]. Anything else is refused as
+/// not written by airlock.
+pub(crate) fn read_private_file(path: &Path) -> Result<String, SandboxError> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => SandboxError::CorruptState {
+                path: path.to_owned(),
+                why: "it is a symbolic link, not a file airlock wrote".into(),
+            },
+            _ => SandboxError::state(path, e),
+        })?;
+    let metadata = file.metadata().map_err(|e| SandboxError::state(path, e))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let why = if !metadata.is_file() {
+        Some("it is not a regular file".to_owned())
+    } else if metadata.uid() != euid {
+        Some(format!(
+            "it is owned by uid {}, not by uid {euid}",
+            metadata.uid()
+        ))
+    } else if metadata.mode() & 0o077 != 0 {
+        Some(format!(
+            "its mode is {:o}, not 0600",
+            metadata.mode() & 0o777
+        ))
+    } else if metadata.len() > MAX_STATE_BYTES {
+        Some(format!("it is larger than {MAX_STATE_BYTES} bytes"))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(SandboxError::CorruptState {
+            path: path.to_owned(),
+            why: format!("{why}: not written by airlock; remove the sandbox directory"),
+        });
+    }
+    let mut text = String::new();
+    file.take(MAX_STATE_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| SandboxError::state(path, e))?;
+    Ok(text)
+}
+
+/// Writes `text` to `path` atomically with mode 0600 (a temporary file renamed over it).
+pub(crate) fn write_private_file(path: &Path, text: &str) -> Result<(), SandboxError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temporary)
+        .map_err(|e| SandboxError::state(&temporary, e))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| SandboxError::state(&temporary, e))?;
+    std::fs::rename(&temporary, path).map_err(|e| SandboxError::state(path, e))
 }
 
 /// Field 22 of `/proc/PID/stat`, or `None` for a missing or zombie process.
@@ -114,6 +199,30 @@ pub struct SandboxState {
     pub created_unix: u64,
     /// The policy sources it was created with, for `ls`.
     pub policy: Vec<String>,
+}
+
+impl SandboxState {
+    /// What a state file must satisfy beyond its shape: its own name, cgroup paths that
+    /// airlock makes for this sandbox, an engine named `docker` or `podman`.
+    fn check(&self, name: &SandboxName) -> Result<(), String> {
+        if self.name != name.as_str() {
+            return Err(format!("it names sandbox {:?}, not {name}", self.name));
+        }
+        match &self.confinement {
+            Confinement::Local { cgroups, .. } => cgroups
+                .iter()
+                .find(|path| !crate::cgroup::is_sandbox_group(path, name))
+                .map_or(Ok(()), |path| {
+                    Err(format!(
+                        "{} is not a control group airlock made",
+                        path.display()
+                    ))
+                }),
+            Confinement::Docker { engine, .. } => crate::docker::Docker::named(engine)
+                .map(|_| ())
+                .ok_or_else(|| format!("engine {} is neither docker nor podman", engine.display())),
+        }
+    }
 }
 
 /// Whether a sandbox can run commands.
@@ -198,33 +307,33 @@ impl Sandboxes {
             return Err(SandboxError::NotFound(name.to_string()));
         }
         let path = self.state_file(name);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(SandboxError::NotRunning {
-                    name: name.to_string(),
-                    why: "its daemon never reported ready".into(),
-                });
-            }
-            Err(e) => return Err(SandboxError::state(path, e)),
-        };
-        serde_json::from_str(&text).map_err(|e| SandboxError::CorruptState {
-            path,
-            why: e.to_string(),
-        })
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(SandboxError::NotRunning {
+                name: name.to_string(),
+                why: "its daemon never reported ready".into(),
+            });
+        }
+        let text = read_private_file(&path)?;
+        let state: SandboxState =
+            serde_json::from_str(&text).map_err(|e| SandboxError::CorruptState {
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+        state
+            .check(name)
+            .map_err(|why| SandboxError::CorruptState { path, why })?;
+        Ok(state)
     }
 
     /// Writes the state of a sandbox atomically (a temporary file renamed over it).
     pub fn save(&self, state: &SandboxState) -> Result<(), SandboxError> {
         let name = SandboxName::parse(&state.name)?;
         let path = self.state_file(&name);
-        let temporary = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(state).map_err(|e| SandboxError::CorruptState {
             path: path.clone(),
             why: e.to_string(),
         })?;
-        std::fs::write(&temporary, text).map_err(|e| SandboxError::state(&temporary, e))?;
-        std::fs::rename(&temporary, &path).map_err(|e| SandboxError::state(&path, e))
+        write_private_file(&path, &text)
     }
 
     /// Every sandbox directory's name, sorted (entries that are not valid names skipped).
@@ -258,7 +367,10 @@ impl Sandboxes {
                 let Some(id) = crate::docker::ContainerId::parse(container) else {
                     return Health::Dead(format!("{container:?} is not a container ID"));
                 };
-                match crate::docker::Docker::at(engine.clone()).is_running(&id) {
+                let Ok(docker) = crate::docker_provider::engine_of(engine) else {
+                    return Health::Dead(format!("its engine {} is not on PATH", engine.display()));
+                };
+                match docker.is_running(&id) {
                     Ok(true) => Health::Running,
                     Ok(false) => Health::Dead(format!("its container {container} is not running")),
                     Err(e) => Health::Dead(format!("its container cannot be inspected: {e}")),
@@ -282,7 +394,7 @@ impl Sandboxes {
 
     /// The daemon of a sandbox that has no state file yet, from `control/daemon.pid`.
     pub(crate) fn starting_daemon(&self, name: &SandboxName) -> Option<ProcessId> {
-        let text = std::fs::read_to_string(self.control_dir(name).join("daemon.pid")).ok()?;
+        let text = read_private_file(&self.control_dir(name).join("daemon.pid")).ok()?;
         let id: ProcessId = serde_json::from_str(&text).ok()?;
         id.is_alive().then_some(id)
     }

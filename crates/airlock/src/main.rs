@@ -5,6 +5,7 @@
 
 mod admin;
 mod ca_cmd;
+mod fs_confine;
 mod gateway;
 #[cfg(target_os = "linux")]
 mod git_source;

@@ -30,10 +30,16 @@ pub enum PolicyCommand {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Explain what `airlock run` lets the command do with this file or directory
+        /// (write, read, write-protected or hidden) instead of a request.
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["method", "url"])]
+        fs: Option<std::path::PathBuf>,
         /// The request method, e.g. GET.
-        method: String,
+        #[arg(required_unless_present = "fs")]
+        method: Option<String>,
         /// The request URL, e.g. https://api.github.com/repos/acme/app.
-        url: String,
+        #[arg(required_unless_present = "fs")]
+        url: Option<String>,
     },
     /// Translate a seed system's policy file into native airlock YAML (on stdout).
     Import {
@@ -52,9 +58,21 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
         PolicyCommand::Explain {
             selection,
             json,
+            fs: Some(path),
+            ..
+        } => explain_fs(&selection, json, &path),
+        PolicyCommand::Explain {
+            selection,
+            json,
             method,
             url,
-        } => explain(&selection, json, &method, &url),
+            ..
+        } => explain(
+            &selection,
+            json,
+            method.as_deref().unwrap_or_default(),
+            url.as_deref().unwrap_or_default(),
+        ),
         PolicyCommand::Import { from, file } => import(from, &file),
     }
 }
@@ -303,6 +321,57 @@ fn import(format: SeedFormat, file: &str) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `policy explain --fs PATH`: the access `airlock run` (started here, as this user) gives
+/// the command to PATH, and the entry that decides it. Exit 0 when answered.
+fn explain_fs(selection: &PolicySelection, json: bool, path: &std::path::Path) -> ExitCode {
+    use airlock_policy::filesystem::{Entry, FsRules, Launcher, normalise};
+    let policy = match selection.load() {
+        Ok(policy) => policy,
+        Err(errors) => return fail(&errors.join("\n")),
+    };
+    let place = match crate::fs_confine::Place::current() {
+        Ok(place) => place,
+        Err(e) => return fail(&e),
+    };
+    let mut extra: Vec<Entry> = crate::run_cmd::airlock_state_roots()
+        .into_iter()
+        .chain(airlock_proxy::ca::default_dir().ok())
+        .map(|path| Entry {
+            path,
+            why: "airlock's own state (never visible)".into(),
+        })
+        .collect();
+    for spec in &selection.policies {
+        if let Ok((_, file)) = crate::policy_args::split_format(spec) {
+            extra.push(Entry {
+                path: normalise(&place.cwd.join(file)),
+                why: "a policy file of the run".into(),
+            });
+        }
+    }
+    let launcher = Launcher {
+        home: &place.home,
+        cwd: &place.cwd,
+        uid: place.uid,
+    };
+    let rules = FsRules::new(&policy.filesystem, launcher, extra);
+    let absolute = normalise(&place.cwd.join(path));
+    let target = std::fs::canonicalize(&absolute).unwrap_or(absolute);
+    let access = rules.explain(&target);
+    if json {
+        let value = serde_json::json!({
+            "path": target,
+            "access": access.kind.word(),
+            "why": access.why,
+        });
+        println!("{value}");
+    } else {
+        println!("{}: {}", target.display(), access.kind.word());
+        println!("  why: {}", access.why);
+    }
+    ExitCode::SUCCESS
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -135,6 +135,9 @@ pub struct RunArgs {
     /// How the command is confined.
     #[arg(long, value_enum, default_value_t = JailMode::Auto)]
     pub jail: JailMode,
+    /// Say on stderr how the command is confined (namespaces, filesystem layers).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// The command and its arguments.
     #[arg(
         value_name = "CMD",
@@ -232,8 +235,9 @@ pub(crate) struct Session {
     /// The CA bundle given to the command; its directory is removed when the session ends.
     pub(crate) bundle: PathBuf,
     _bundle_dir: tempfile::TempDir,
-    /// Paths the command must not see (namespace mode).
-    pub(crate) hide_paths: Vec<PathBuf>,
+    /// airlock's own paths the command must not see (state, CA, policies, secret files,
+    /// logs, agent sockets), besides the policy's `filesystem` rules.
+    pub(crate) airlock_hidden: Vec<airlock_policy::filesystem::Entry>,
     /// The audit log and where it goes.
     pub(crate) audit: AuditLog,
     log: LogTarget,
@@ -300,7 +304,7 @@ impl Session {
             .map_err(|e| vec![format!("cannot write the CA bundle: {e}")])?;
 
         let env = command_env(&policy, &real_values, &surrogates, &bundle, mode);
-        let hide_paths = hidden_paths(args, &policy, &ca_dir, &log);
+        let airlock_hidden = airlock_paths(args, &policy, &ca_dir, &log);
 
         let mut config = ProxyConfig::new(compiled, ca, credentials, audit.clone());
         config.resolve = resolve;
@@ -312,7 +316,7 @@ impl Session {
             env,
             bundle,
             _bundle_dir: bundle_dir,
-            hide_paths,
+            airlock_hidden,
             audit,
             log,
         };
@@ -466,7 +470,9 @@ fn command_env(
             {
                 return false;
             }
-            if mode == JailMode::Namespace && name_text == "SSH_AUTH_SOCK" {
+            if mode == JailMode::Namespace
+                && (name_text == "SSH_AUTH_SOCK" || name_text == "GPG_AGENT_INFO")
+            {
                 return false;
             }
             let value = value.to_string_lossy();
@@ -490,46 +496,75 @@ fn command_env(
     env
 }
 
-/// The existing paths the command must not see, canonical, without duplicates and without
-/// paths lying inside another hidden directory.
-fn hidden_paths(args: &RunArgs, policy: &Policy, ca_dir: &Path, log: &LogTarget) -> Vec<PathBuf> {
-    let mut candidates: Vec<PathBuf> = vec![ca_dir.to_owned()];
+/// airlock's own paths that the command must never see, whatever `filesystem.readable`
+/// says: its CA and state directories, the policy files, file sources of secrets, the
+/// audit log and the agent sockets.
+fn airlock_paths(
+    args: &RunArgs,
+    policy: &Policy,
+    ca_dir: &Path,
+    log: &LogTarget,
+) -> Vec<airlock_policy::filesystem::Entry> {
+    let entry = |path: PathBuf, why: &str| airlock_policy::filesystem::Entry {
+        path,
+        why: why.to_owned(),
+    };
+    let mut entries = vec![entry(ca_dir.to_owned(), "airlock's CA and state directory")];
+    for root in airlock_state_roots() {
+        entries.push(entry(root, "airlock's state directory (sandboxes)"));
+    }
     for spec in &args.policy.selection.policies {
         if let Ok((_, path)) = split_format(spec) {
-            candidates.push(PathBuf::from(path));
+            entries.push(entry(PathBuf::from(path), "a policy file of this run"));
         }
     }
     for secret in &policy.secrets {
         if let SecretSource::File(path) = &secret.source {
-            candidates.push(path.clone());
+            entries.push(entry(path.clone(), "the file source of a secret"));
         }
     }
     if let LogTarget::File { path, .. } = log {
-        candidates.push(path.clone());
+        entries.push(entry(path.clone(), "the audit log"));
     }
     if let Some(runtime_dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        candidates.push(PathBuf::from(runtime_dir));
+        entries.push(entry(
+            PathBuf::from(runtime_dir),
+            "the runtime directory (agent sockets)",
+        ));
     }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    candidates.push(PathBuf::from(format!("/run/user/{uid}")));
-    candidates.push(PathBuf::from("/tmp/.X11-unix"));
-    if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK") {
-        candidates.push(PathBuf::from(agent));
+    entries.push(entry(
+        PathBuf::from("/tmp/.X11-unix"),
+        "the X server's sockets",
+    ));
+    for variable in ["SSH_AUTH_SOCK", "GPG_AGENT_INFO"] {
+        if let Some(socket) = std::env::var_os(variable) {
+            let socket = PathBuf::from(socket);
+            // GPG_AGENT_INFO is `PATH:PID:1`.
+            let path = socket
+                .to_str()
+                .and_then(|text| text.split(':').next())
+                .map_or(socket.clone(), PathBuf::from);
+            entries.push(entry(path, "an agent socket"));
+        }
     }
-    let mut canonical: Vec<PathBuf> = candidates
-        .iter()
-        .filter_map(|path| std::fs::canonicalize(path).ok())
-        .collect();
-    canonical.sort();
-    canonical.dedup();
-    let directories: Vec<PathBuf> = canonical.iter().filter(|p| p.is_dir()).cloned().collect();
-    canonical.retain(|path| {
-        !directories
-            .iter()
-            .any(|dir| dir != path && path.starts_with(dir))
-    });
-    canonical
+    entries
+}
+
+/// Where airlock keeps sandboxes and other state (hidden in every jail).
+pub(crate) fn airlock_state_roots() -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Ok(root) = airlock_sandbox::state::default_root() {
+        if let Some(parent) = root.parent().filter(|p| p.ends_with("airlock")) {
+            roots.push(parent.to_owned());
+        }
+        roots.push(root);
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        roots.push(PathBuf::from(&home).join(".config/airlock"));
+        roots.push(PathBuf::from(&home).join(".local/state/airlock"));
+        roots.push(PathBuf::from(home).join(".local/share/airlock"));
+    }
+    roots
 }
 
 /// Completes when the proxy and DNS must stop.
@@ -698,27 +733,32 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
     };
     crate::rotation::watch_proxy(&proxy);
     crate::panic_redaction::install(&proxy);
-    let cwd = match std::env::current_dir() {
-        Ok(cwd) => cwd,
+    let place = crate::fs_confine::Place::current();
+    let fs = place.and_then(|place| {
+        let plan = crate::fs_confine::plan(
+            &session.policy.filesystem,
+            &place,
+            session.airlock_hidden.clone(),
+        )?;
+        Ok((place, plan))
+    });
+    let (place, fs) = match fs {
+        Ok(done) => done,
         Err(e) => {
-            eprintln!("airlock: cannot read the working directory: {e}");
+            eprintln!("airlock: {e}");
             return i32::from(SETUP_FAILED);
         }
     };
-    let bind_files = SYSTEM_BUNDLES
-        .iter()
-        .map(Path::new)
-        .filter(|path| path.is_file())
-        .map(|path| (session.bundle.clone(), path.to_owned()))
-        .collect();
+    let summary = fs.summary();
     let spec = JailSpec {
         argv: args.command.clone(),
         env: session.env.clone(),
-        cwd,
+        cwd: place.cwd,
         tcp_ports: session.tcp_ports(),
-        hide_paths: session.hide_paths.clone(),
+        hide_paths: fs.hidden,
         hide_if_present: crate::host_sockets::scan(),
-        bind_files,
+        bind_files: bundle_binds(&session.bundle),
+        filesystem: Some(fs.confinement),
     };
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
@@ -757,8 +797,14 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         }
     };
     let signaller = jail.signaller();
+    let report = Confinement {
+        audit: session.audit.clone(),
+        verbose: args.verbose,
+        summary,
+    };
     let running = tokio::task::spawn_blocking(move || {
         jail.start()?;
+        report.started(jail.landlock_abi());
         jail.wait()
     });
     let forward = move |signal: i32| {
@@ -779,6 +825,54 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
     let _ = stop.send(true);
     served.finish().await;
     status
+}
+
+/// The CA bundle over each system bundle path the host has, and at its own path (the
+/// CA-trust variables name it; it lies in the host's /tmp, which the jail replaces).
+pub(crate) fn bundle_binds(bundle: &Path) -> Vec<(PathBuf, PathBuf)> {
+    SYSTEM_BUNDLES
+        .iter()
+        .map(Path::new)
+        .filter(|path| path.is_file())
+        .map(Path::to_owned)
+        .chain([bundle.to_owned()])
+        .map(|path| (bundle.to_owned(), path))
+        .collect()
+}
+
+/// How a started jail is confined: said on stderr with `--verbose`, and in the audit's
+/// start line (`kind: policy`, message `start ...`).
+pub(crate) struct Confinement {
+    /// The audit log of the run.
+    pub(crate) audit: AuditLog,
+    /// Whether to say it on stderr.
+    pub(crate) verbose: bool,
+    /// The filesystem plan in one line.
+    pub(crate) summary: String,
+}
+
+impl Confinement {
+    /// Records the layers once the command started (`landlock_abi` from the jail).
+    pub(crate) fn started(&self, landlock_abi: Option<u8>) {
+        let landlock = match landlock_abi {
+            Some(0) | None => "landlock unavailable".to_owned(),
+            Some(abi) => format!("landlock v{abi}"),
+        };
+        let layers = format!(
+            "jail: user, network, mount, pid, ipc and uts namespaces; filesystem: \
+             read-only mounts + {landlock}; {}",
+            self.summary
+        );
+        if self.verbose {
+            eprintln!("airlock: {layers}");
+        }
+        self.audit.record(airlock_audit::AuditEvent {
+            kind: airlock_audit::Kind::Policy,
+            decision: airlock_audit::Decision::Allow,
+            message: Some(format!("start {layers}")),
+            ..airlock_audit::AuditEvent::default()
+        });
+    }
 }
 
 /// The tasks serving a jail's handed listeners.

@@ -153,6 +153,7 @@ impl Plan {
             upstream: args.upstream.clone(),
             log: Some(log.display().to_string()),
             jail: JailMode::Namespace,
+            verbose: false,
             command: vec!["sandbox".into()],
         };
         let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;
@@ -326,20 +327,7 @@ async fn serve_local(
     use airlock_jail::{Jail, JailSpec};
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
-    let mut hide_paths = plan.session.hide_paths.clone();
-    hide_paths.push(plan.sandboxes.control_dir(&plan.name));
-    let mut hide_if_present = crate::host_sockets::scan();
-    for other in plan.sandboxes.names().map_err(|e| e.to_string())? {
-        if other != plan.name {
-            hide_if_present.push(plan.sandboxes.dir(&other));
-        }
-    }
-    let bind_files = run_cmd::SYSTEM_BUNDLES
-        .iter()
-        .map(Path::new)
-        .filter(|path| path.is_file())
-        .map(|path| (plan.session.bundle.clone(), path.to_owned()))
-        .collect();
+    let (workspace, fs) = sandbox_filesystem(plan)?;
     let spec = JailSpec {
         argv: vec![
             exe.into_os_string(),
@@ -347,17 +335,18 @@ async fn serve_local(
             OsString::from("hold"),
         ],
         env: Vec::new(),
-        cwd: PathBuf::from("/"),
+        cwd: workspace,
         tcp_ports: plan.session.tcp_ports(),
-        hide_paths,
-        hide_if_present,
-        bind_files,
+        hide_paths: fs.hidden,
+        hide_if_present: crate::host_sockets::scan(),
+        bind_files: run_cmd::bundle_binds(&plan.session.bundle),
+        filesystem: Some(fs.confinement),
     };
     let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
         .await
         .map_err(|e| format!("the jail launcher failed: {e}"))?
         .map_err(|e| e.to_string())?;
-    let tag = format!("airlock-{}-{}", plan.name, std::process::id());
+    let tag = airlock_sandbox::cgroup::tag(&plan.name, std::process::id());
     let cgroups = airlock_sandbox::cgroup::create(&tag, &plan.limits)
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
@@ -374,6 +363,26 @@ async fn serve_local(
     let result = serve_jail(plan, proxy, stop, jail, &cgroups, termination).await;
     airlock_sandbox::cgroup::remove(&cgroups);
     result
+}
+
+/// A local sandbox's filesystem: the whole of airlock's state hidden (every sandbox,
+/// this one's control directory included), its own workspace the one writable directory
+/// besides any the policy names, and the policy's other `filesystem` rules.
+fn sandbox_filesystem(plan: &Plan) -> Result<(PathBuf, crate::fs_confine::FsPlan), String> {
+    let workspace = plan.sandboxes.workspace_dir(&plan.name);
+    let mut place = crate::fs_confine::Place::current()?;
+    place.cwd = workspace.clone();
+    let mut fs = plan.session.policy.filesystem.clone();
+    let mut writable = vec![workspace.display().to_string()];
+    writable.extend(fs.writable.take().unwrap_or_default());
+    fs.writable = Some(writable);
+    let mut hidden = plan.session.airlock_hidden.clone();
+    hidden.push(airlock_policy::filesystem::Entry {
+        path: plan.sandboxes.root().to_owned(),
+        why: "airlock's sandbox state (every sandbox)".into(),
+    });
+    let plan = crate::fs_confine::plan(&fs, &place, hidden)?;
+    Ok((workspace, plan))
 }
 
 /// The PIDs of the children of `pid` (from `/proc/PID/task/*/children`).
