@@ -157,11 +157,11 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     std::fs::write("/proc/self/setgroups", b"deny").at(SetupStep::DenySetgroups)?;
     std::fs::write("/proc/self/uid_map", &plan.uid_map).at(SetupStep::UidMap)?;
     std::fs::write("/proc/self/gid_map", &plan.gid_map).at(SetupStep::GidMap)?;
-    // This process and the init forked from it hold a copy of airlock's memory (real
-    // secret values, its environment). Say explicitly that they are not dumpable, so that
-    // the command can read neither /proc/1/environ nor /proc/1/mem nor ptrace its init,
-    // whatever fs.suid_dumpable says. The command becomes dumpable again at exec.
-    nix::sys::prctl::set_dumpable(false).at(SetupStep::Unshare)?;
+    // This outer process stays in the host's PID namespace, out of the command's sight,
+    // and dumpable (gaining capabilities in the new user namespace cleared the flag): so
+    // that the same user can open its /proc/PID/ns files to join the jail later (a local
+    // sandbox's commands). The init it forks is made non-dumpable first thing.
+    nix::sys::prctl::set_dumpable(true).at(SetupStep::Unshare)?;
 
     mount(
         None::<&str>,
@@ -531,6 +531,11 @@ fn run_init(
     signals: &libc::sigset_t,
     status_write: OwnedFd,
 ) -> StepResult<Never> {
+    // The init holds a copy of airlock's memory (real secret values, its environment)
+    // and is PID 1 of the command's namespace: not dumpable, so that the command can read
+    // neither /proc/1/environ nor /proc/1/mem nor ptrace it, whatever fs.suid_dumpable
+    // says. The command becomes dumpable again at exec.
+    nix::sys::prctl::set_dumpable(false).at(SetupStep::ForkInit)?;
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .at(SetupStep::ParentDeathSignal)?;
     // The outer process lives in the parent PID namespace (getppid() is 0
@@ -636,6 +641,10 @@ fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
         fail(control, SetupStep::ResetSignals, None, &error);
     }
     if let Some(fs) = &plan.fs {
+        // No privilege gain through setuid or file capabilities, Landlock or not.
+        if let Err(errno) = nix::sys::prctl::set_no_new_privs() {
+            fail(control, SetupStep::Landlock, None, &errno.into());
+        }
         let abi = if fs.landlock {
             match confine::apply_landlock(fs) {
                 Ok(abi) => abi,

@@ -58,6 +58,29 @@ fn owned_by_us(pid: i32) -> bool {
     std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == euid)
 }
 
+/// Whether process `pid` runs a program named like `airlock` (the daemon is executed from
+/// it and the jail forked from the daemon): a recorded PID that is some other program of
+/// this user is never signalled or joined.
+fn runs_program(pid: i32, airlock: &Path) -> bool {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    let exe = exe.to_string_lossy();
+    let exe = exe.strip_suffix(" (deleted)").unwrap_or(&exe);
+    let running = Path::new(exe).file_name();
+    running.is_some() && running == airlock.file_name()
+}
+
+/// The parent PID of `pid` (field 4 of `/proc/PID/stat`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The largest state file airlock reads back.
 pub const MAX_STATE_BYTES: u64 = 1 << 20;
 
@@ -204,9 +227,26 @@ pub struct SandboxState {
 impl SandboxState {
     /// What a state file must satisfy beyond its shape: its own name, cgroup paths that
     /// airlock makes for this sandbox, an engine named `docker` or `podman`.
-    fn check(&self, name: &SandboxName) -> Result<(), String> {
+    fn check(&self, name: &SandboxName, airlock: &Path) -> Result<(), String> {
         if self.name != name.as_str() {
             return Err(format!("it names sandbox {:?}, not {name}", self.name));
+        }
+        if self.daemon.is_alive() && !runs_program(self.daemon.pid, airlock) {
+            return Err(format!(
+                "its daemon PID {} is not an airlock process",
+                self.daemon.pid
+            ));
+        }
+        // The jail is forked by the daemon (and not readable through /proc/PID/exe: it is
+        // not dumpable): it must be the live daemon's child.
+        if let Confinement::Local { jail, .. } = &self.confinement
+            && jail.is_alive()
+            && !(self.daemon.is_alive() && parent_of(jail.pid) == Some(self.daemon.pid))
+        {
+            return Err(format!(
+                "its jail PID {} is not its daemon's child",
+                jail.pid
+            ));
         }
         match &self.confinement {
             Confinement::Local { cgroups, .. } => cgroups
@@ -320,7 +360,7 @@ impl Sandboxes {
                 why: e.to_string(),
             })?;
         state
-            .check(name)
+            .check(name, &self.airlock)
             .map_err(|why| SandboxError::CorruptState { path, why })?;
         Ok(state)
     }
@@ -396,7 +436,7 @@ impl Sandboxes {
     pub(crate) fn starting_daemon(&self, name: &SandboxName) -> Option<ProcessId> {
         let text = read_private_file(&self.control_dir(name).join("daemon.pid")).ok()?;
         let id: ProcessId = serde_json::from_str(&text).ok()?;
-        id.is_alive().then_some(id)
+        (id.is_alive() && runs_program(id.pid, &self.airlock)).then_some(id)
     }
 
     /// Loads `name` and checks that it can run commands: its daemon is alive and, for a

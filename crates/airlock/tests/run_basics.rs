@@ -297,7 +297,8 @@ except OSError:
 /// Starts `airlock run -- sh -c SCRIPT` in the background and waits (at most 30 s) until
 /// the script has created `ready`.
 fn spawn_until_ready(home: &RunHome, script: &str, ready: &std::path::Path) -> std::process::Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+    let child = home
+        .command()
         .args(["run", "--", "sh", "-c", script])
         .env("AIRLOCK_HOME", home.airlock_home())
         .current_dir(home.scratch())

@@ -73,7 +73,14 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
         airlock = env!("CARGO_BIN_EXE_airlock"),
         log = log.display(),
     );
-    let mut command = Command::new("unshare");
+    let mut command = match support::test_user::uid() {
+        Some(uid) => {
+            let mut wrapped = support::test_user::wrap(uid);
+            wrapped.arg("unshare");
+            wrapped
+        }
+        None => Command::new("unshare"),
+    };
     command
         .args(["--map-root-user", "--net", "sh", "-c", &harness])
         .env("INNER", &inner)

@@ -467,3 +467,126 @@ fn an_llm_route_answers_inside_the_sandbox_with_the_key_injected_outside() {
         Vec::<String>::new()
     );
 }
+
+/// Start time (field 22 of `/proc/PID/stat`) of a live process.
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = &stat[stat.rfind(')').expect("name") + 1..];
+    after
+        .split_whitespace()
+        .nth(19)
+        .expect("field 22")
+        .parse()
+        .expect("number")
+}
+
+/// Writes `control/state.json` of sandbox `name` as airlock would (0600, own user).
+fn plant_state(home: &SandboxHome, name: &str, state: &Value, mode: u32) {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let control = home.sandbox_dir(name).join("control");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&control)
+        .expect("control dir");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(control.join("state.json"))
+        .expect("state file");
+    std::io::Write::write_all(&mut file, state.to_string().as_bytes()).expect("write");
+}
+
+#[test]
+fn planted_state_files_run_no_program_and_kill_no_process() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = SandboxHome::new();
+    std::fs::create_dir_all(home.root()).expect("root");
+    // A program a state file names as the engine: it must never run.
+    let marker = home.scratch().join("engine-ran");
+    let engine = home.scratch().join("docker");
+    std::fs::write(&engine, format!("#!/bin/sh\ntouch {}\n", marker.display())).expect("engine");
+    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // A process of this user that a state file names as daemon and jail: it must survive.
+    let mut victim = match support::test_user::uid() {
+        Some(uid) => {
+            let mut command = support::test_user::wrap(uid);
+            command.arg("sleep");
+            command
+        }
+        None => std::process::Command::new("sleep"),
+    }
+    .arg("60")
+    .spawn()
+    .expect("sleep");
+    let victim_id = serde_json::json!({"pid": victim.id(), "start_time": start_time(victim.id())});
+    let base = |confinement: Value| {
+        serde_json::json!({
+            "name": "", "provider": "local", "daemon": victim_id, "confinement": confinement,
+            "env": [], "workdir": "/", "workspace": null, "created_unix": 0, "policy": []
+        })
+    };
+    let planted = [
+        (
+            "engine",
+            serde_json::json!({"kind": "docker", "container": "0123456789ab",
+                                      "engine": engine}),
+            0o600,
+        ),
+        (
+            "cgroup",
+            serde_json::json!({"kind": "local", "jail": victim_id,
+                                      "cgroups": ["/sys/fs/cgroup/user.slice"]}),
+            0o600,
+        ),
+        (
+            "sleeper",
+            serde_json::json!({"kind": "local", "jail": victim_id,
+                                       "cgroups": ["/sys/fs/cgroup/airlock-sleeper-1"]}),
+            0o600,
+        ),
+        (
+            "loose",
+            serde_json::json!({"kind": "local", "jail": victim_id, "cgroups": []}),
+            0o644,
+        ),
+    ];
+    for (name, confinement, mode) in planted {
+        let mut state = base(confinement);
+        state["name"] = Value::from(name);
+        if name == "engine" {
+            state["provider"] = Value::from("docker");
+        }
+        plant_state(&home, name, &state, mode);
+    }
+    if let Some(uid) = support::test_user::uid() {
+        support::test_user::chown_tree(&home.root(), uid);
+        support::test_user::chown_tree(&home.scratch(), uid);
+    }
+    let listed = home.run(&["ls", "--json"]);
+    let exec = home.run(&["exec", "sleeper", "--", "true"]);
+    assert_ne!(
+        status(&exec),
+        0,
+        "a planted jail PID is never joined: {}",
+        exec.stderr
+    );
+    for name in ["engine", "cgroup", "sleeper", "loose"] {
+        let removed = home.run(&["rm", name]);
+        assert_eq!(status(&removed), 0, "rm {name}: {}", removed.stderr);
+        assert!(!home.sandbox_dir(name).exists(), "{name} removed");
+    }
+    assert!(
+        !marker.exists(),
+        "the engine named in a state file ran: {}",
+        listed.stderr
+    );
+    assert!(
+        victim.try_wait().expect("wait").is_none(),
+        "a process named in a state file was killed"
+    );
+    let _ = victim.kill();
+    let _ = victim.wait();
+}

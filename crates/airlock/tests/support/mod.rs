@@ -12,6 +12,7 @@ pub mod fixture_server;
 pub mod pki;
 pub mod proxy;
 pub mod raw;
+pub mod test_user;
 pub mod upstream;
 
 pub use clients::{CurlRequest, HttpVersion, curl, curl_get, python_urllib, run_bounded};

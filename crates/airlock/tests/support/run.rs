@@ -22,9 +22,10 @@ pub struct RunHome {
 impl RunHome {
     /// A fresh home.
     pub fn new() -> RunHome {
-        RunHome {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("scratch")).expect("scratch dir");
+        crate::support::test_user::adopt(dir.path());
+        RunHome { dir }
     }
 
     /// `AIRLOCK_HOME` for the run.
@@ -44,6 +45,11 @@ impl RunHome {
         self.dir.path().join("audit.jsonl")
     }
 
+    /// The `airlock` binary as a command (as the test user, when one is asked for).
+    pub fn command(&self) -> Command {
+        crate::support::test_user::airlock(self.dir.path())
+    }
+
     /// `airlock run ARGS...` with this home, bounded in time; `AIRLOCK_HOME` set, proxy
     /// variables removed, working directory the scratch directory.
     pub fn run(&self, args: &[&str]) -> BoundedOutput {
@@ -52,7 +58,7 @@ impl RunHome {
 
     /// Like [`RunHome::run`], with extra environment variables for airlock.
     pub fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> BoundedOutput {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+        let mut command = self.command();
         command
             .arg("run")
             .args(args)

@@ -36,6 +36,7 @@ impl SandboxHome {
     pub fn new() -> SandboxHome {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("scratch")).expect("scratch");
+        crate::support::test_user::adopt(dir.path());
         SandboxHome { dir }
     }
 
@@ -61,7 +62,7 @@ impl SandboxHome {
 
     /// The command `airlock sandbox ARGS...` with this home's variables.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+        let mut command = crate::support::test_user::airlock(self.dir.path());
         command
             .arg("sandbox")
             .args(args)
@@ -353,6 +354,10 @@ impl GitSetup {
         let repos = home.scratch().join("repos");
         std::fs::create_dir_all(&repos).expect("repos");
         crate::support::fixture_server::make_repository(&repos, &home.scratch());
+        // The user's own repository belongs to the user; the server's stay root's.
+        if let Some(uid) = crate::support::test_user::uid() {
+            crate::support::test_user::chown_tree(&home.scratch().join("source"), uid);
+        }
         let server =
             crate::support::fixture_server::FixtureServer::git_with_password(pki, &repos, real);
         let flags = vec![
