@@ -210,13 +210,7 @@ fn build_dev(sources: &Sources) -> io::Result<()> {
     }
     if let Some(pts) = &sources.pts {
         std::fs::create_dir(path_of(c"/dev/pts"))?;
-        mount(
-            Some(fd_path(pts).as_c_str()),
-            c"/dev/pts",
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        )?;
+        bind_tree(fd_path(pts).as_c_str(), c"/dev/pts")?;
     }
     std::fs::create_dir(path_of(c"/dev/shm"))?;
     private_tmpfs(c"/dev/shm")?;
@@ -230,25 +224,24 @@ fn build_dev(sources: &Sources) -> io::Result<()> {
 /// was replaced), read-write; mounts below it keep their own state.
 fn bind_writable(path: &CString, fd: &OwnedFd) -> io::Result<()> {
     std::fs::create_dir_all(path_of(path))?;
+    bind_tree(fd_path(fd).as_c_str(), path.as_c_str())?;
+    set_read_only(path, false, false)
+}
+
+/// Binds `source` (with the mounts below it) over `target`.
+fn bind_tree(source: &CStr, target: &CStr) -> nix::Result<()> {
     mount(
-        Some(fd_path(fd).as_c_str()),
-        path.as_c_str(),
+        Some(source),
+        target,
         None::<&str>,
         MsFlags::MS_BIND | MsFlags::MS_REC,
         None::<&str>,
-    )?;
-    set_read_only(path, false, false)
+    )
 }
 
 /// Makes an existing path inside a writable directory read-only (with what lies below).
 fn protect(path: &CString) -> io::Result<()> {
-    mount(
-        Some(path.as_c_str()),
-        path.as_c_str(),
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )?;
+    bind_tree(path.as_c_str(), path.as_c_str())?;
     set_read_only(path, true, true)
 }
 
@@ -300,13 +293,7 @@ fn reexpose(path: &CString, fd: &OwnedFd) -> io::Result<()> {
     } else {
         std::fs::File::create(target)?;
     }
-    mount(
-        Some(source.as_c_str()),
-        path.as_c_str(),
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )?;
+    bind_tree(source.as_c_str(), path.as_c_str())?;
     set_read_only(path, true, true)
 }
 
@@ -327,13 +314,7 @@ pub(crate) fn confine_proc() -> io::Result<()> {
         set_read_only(path, false, true)?;
     }
     for path in PROC_READ_ONLY {
-        match mount(
-            Some(path),
-            path,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        ) {
+        match bind_tree(path, path) {
             Err(nix::errno::Errno::ENOENT) => continue,
             result => result?,
         }

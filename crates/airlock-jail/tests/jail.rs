@@ -524,7 +524,8 @@ fn refused_namespaces_are_reported_with_advice() {
 
 #[test]
 fn confinement_reports_landlock_and_names_a_path_it_cannot_confine() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    // Under the host's /tmp: the jail's private /tmp gets it bound back in.
+    let dir = tempfile::tempdir().expect("tempdir");
     let writable = std::fs::canonicalize(dir.path()).expect("canonical");
     let mut confined = sh("echo ok > made && ! touch /usr/planted 2>/dev/null");
     confined.cwd = writable.clone();

@@ -56,6 +56,8 @@ pub struct Place {
     pub cwd: PathBuf,
     /// The launcher's uid.
     pub uid: u32,
+    /// A local sandbox's own workspace: writable although it lies in airlock's hidden state.
+    pub workspace: Option<PathBuf>,
 }
 
 impl Place {
@@ -72,6 +74,7 @@ impl Place {
             cwd,
             // SAFETY: getuid has no preconditions and cannot fail.
             uid: unsafe { libc::getuid() },
+            workspace: None,
         })
     }
 }
@@ -84,7 +87,8 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
         uid: place.uid,
     };
     let rules = FsRules::new(fs, launcher, extra_hidden);
-    let mut writable = Vec::new();
+    let hidden = existing(rules.hidden.iter().map(|e| e.path.clone()));
+    let mut writable: Vec<(PathBuf, &Entry)> = Vec::new();
     for entry in &rules.writable {
         let path = canonical_dir(entry)?;
         if path == Path::new("/") {
@@ -94,18 +98,29 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
                 entry.why
             ));
         }
-        if !writable.contains(&path) {
-            writable.push(path);
+        if let Some(cover) = hidden.iter().find(|h| path.starts_with(h))
+            && place.workspace.as_ref() != Some(&path)
+        {
+            return Err(format!(
+                "{} ({}) lies in the hidden {}: airlock does not make a hidden path \
+                 writable; work elsewhere, or lift a built-in entry with filesystem.readable",
+                entry.why,
+                path.display(),
+                cover.display()
+            ));
+        }
+        if !writable.iter().any(|(known, _)| *known == path) {
+            writable.push((path, entry));
         }
     }
-    let hidden = existing(rules.hidden.iter().map(|e| e.path.clone()));
     let exceptions = existing(rules.exceptions.iter().cloned());
     let mut protected = existing(rules.protected_paths.iter().cloned());
-    for (dir, entry) in writable.iter().zip(&rules.writable) {
+    for (dir, entry) in &writable {
         walk_protected(&rules, dir, &entry.path, &mut protected)?;
     }
     protected.sort();
     protected.dedup();
+    let writable = writable.into_iter().map(|(path, _)| path).collect();
     Ok(FsPlan {
         confinement: FsConfinement {
             writable,
@@ -218,6 +233,7 @@ mod tests {
             home: home.clone(),
             cwd: project.clone(),
             uid: 4242,
+            workspace: None,
         };
         let plan = plan(&Filesystem::default(), &place, Vec::new()).expect("plan");
         let project = std::fs::canonicalize(&project).expect("canonical");
@@ -242,6 +258,7 @@ mod tests {
             home: root.path().to_owned(),
             cwd: root.path().to_owned(),
             uid: 4242,
+            workspace: None,
         };
         let fs = Filesystem {
             writable: Some(vec!["~/.cache/pip".into()]),
@@ -255,5 +272,12 @@ mod tests {
         };
         let error = plan(&fs, &place, Vec::new()).expect_err("root");
         assert!(error.contains("root directory"), "{error}");
+        std::fs::create_dir_all(root.path().join(".ssh/keys")).expect("ssh");
+        let fs = Filesystem {
+            writable: Some(vec!["~/.ssh/keys".into()]),
+            ..Filesystem::default()
+        };
+        let error = plan(&fs, &place, Vec::new()).expect_err("hidden");
+        assert!(error.contains("lies in the hidden"), "{error}");
     }
 }

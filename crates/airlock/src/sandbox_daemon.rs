@@ -372,6 +372,7 @@ fn sandbox_filesystem(plan: &Plan) -> Result<(PathBuf, crate::fs_confine::FsPlan
     let workspace = plan.sandboxes.workspace_dir(&plan.name);
     let mut place = crate::fs_confine::Place::current()?;
     place.cwd = workspace.clone();
+    place.workspace = std::fs::canonicalize(&workspace).ok();
     let mut fs = plan.session.policy.filesystem.clone();
     let mut writable = vec![workspace.display().to_string()];
     writable.extend(fs.writable.take().unwrap_or_default());

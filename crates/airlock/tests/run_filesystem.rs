@@ -18,20 +18,7 @@ use support::clients::{BoundedOutput, run_bounded};
 /// The unprivileged uid the tests switch to when they run as root.
 const TEST_UID: u32 = 61_500;
 /// Credential stores planted in the home, each holding a canary line.
-const CANARY_FILES: [&str; 12] = [
-    ".ssh/id_ed25519",
-    ".aws/credentials",
-    ".config/gh/hosts.yml",
-    ".netrc",
-    ".git-credentials",
-    ".docker/config.json",
-    ".kube/config",
-    ".npmrc",
-    ".pypirc",
-    ".cargo/credentials.toml",
-    ".gnupg/private-keys-v1.d/key",
-    ".bash_history",
-];
+const CANARY_FILES: [&str; 12] = support::test_user::HOME_CANARIES;
 /// Files that make code run later on the host: they must be unchanged after the run.
 const PROTECTED_FILES: [&str; 6] = [
     "proj/.git/hooks/pre-commit",
@@ -82,7 +69,7 @@ impl Place {
         std::fs::create_dir_all(home.join("proj/src")).expect("project");
         std::fs::create_dir_all(home.join(".cache")).expect("cache");
         if place.switches_user() {
-            chown_tree(place.dir.path(), TEST_UID);
+            support::test_user::chown_tree(place.dir.path(), TEST_UID);
         }
         place
     }
@@ -104,9 +91,8 @@ impl Place {
     fn run(&self, args: &[&str]) -> BoundedOutput {
         let airlock = env!("CARGO_BIN_EXE_airlock");
         let mut command = if self.switches_user() {
-            let mut command = Command::new("setpriv");
-            let id = TEST_UID.to_string();
-            command.args(["--reuid", &id, "--regid", &id, "--clear-groups", airlock]);
+            let mut command = support::test_user::wrap(TEST_UID);
+            command.arg(airlock);
             command
         } else {
             Command::new(airlock)
@@ -120,16 +106,6 @@ impl Place {
             .env("SSH_AUTH_SOCK", self.home().join(".ssh/agent.sock"))
             .current_dir(self.project());
         run_bounded(&mut command, Duration::from_secs(60))
-    }
-}
-
-/// `chown -R` to `uid` (group the same number).
-fn chown_tree(path: &Path, uid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).expect("chown");
-    if path.is_dir() && !path.is_symlink() {
-        for entry in std::fs::read_dir(path).expect("read_dir").flatten() {
-            chown_tree(&entry.path(), uid);
-        }
     }
 }
 
@@ -196,7 +172,9 @@ fn credential_stores_stay_hidden_and_writes_stay_in_the_project() {
         if identity == Identity::Root {
             script.push_str(ROOT_PROBES);
         }
-        let output = place.run(&["--verbose", "--", "sh", "-c", &script]);
+        let log = place.dir.path().join("audit.jsonl");
+        let log_arg = log.display().to_string();
+        let output = place.run(&["--verbose", "--log", &log_arg, "--", "sh", "-c", &script]);
         let lines = lines(&output);
         let bad: Vec<&String> = lines
             .iter()
@@ -264,6 +242,15 @@ fn credential_stores_stay_hidden_and_writes_stay_in_the_project() {
             "--verbose names the layers: {}",
             output.stderr
         );
+        let start = run::read_lines(&log)
+            .into_iter()
+            .find(|line| line["kind"] == "policy")
+            .expect("a start line");
+        let message = start["message"].as_str().expect("message");
+        assert!(
+            message.starts_with("start jail:") && message.contains("landlock"),
+            "the audit's start line names the layers: {message}"
+        );
     }
 }
 
@@ -285,7 +272,7 @@ fn filesystem_rules_widen_and_narrow_what_the_command_sees() {
         std::fs::create_dir_all(place.project().join("docs/keep")).expect("docs");
         std::fs::write(place.project().join("src/private.txt"), "PRIVATE\n").expect("file");
         if place.switches_user() {
-            chown_tree(place.dir.path(), TEST_UID);
+            support::test_user::chown_tree(place.dir.path(), TEST_UID);
         }
         let script = "cat ~/.netrc; cat ~/.ssh/id_ed25519; cat ~/.aws/credentials 2>/dev/null; \
                       cat src/private.txt 2>/dev/null; (echo x > ~/.cache/ok) && echo cache=yes; \

@@ -168,6 +168,19 @@ impl FixtureServer {
         self.hits.load(Ordering::SeqCst)
     }
 
+    /// The `HIT ...` lines once there are at least `count` (the server prints a line after
+    /// it answered, so the client may see the answer first), waiting at most 5 seconds.
+    pub fn hit_lines_at_least(&self, count: usize) -> Vec<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let lines = self.hit_lines();
+            if lines.len() >= count || std::time::Instant::now() >= deadline {
+                return lines;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// The `HIT ...` lines printed so far, in order.
     pub fn hit_lines(&self) -> Vec<String> {
         self.hit_lines.lock().expect("hit lines lock").clone()

@@ -11,13 +11,19 @@ use std::process::Command;
 pub const UID_VARIABLE: &str = "AIRLOCK_TEST_UID";
 
 /// Credential files planted in the test user's home (each must stay unreadable).
-pub const HOME_CANARIES: [&str; 6] = [
+pub const HOME_CANARIES: [&str; 12] = [
     ".ssh/id_ed25519",
     ".aws/credentials",
     ".config/gh/hosts.yml",
     ".netrc",
     ".git-credentials",
     ".docker/config.json",
+    ".kube/config",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".gnupg/private-keys-v1.d/key",
+    ".bash_history",
 ];
 
 /// The uid to switch to, when the tests run as root and one is asked for.
