@@ -337,6 +337,11 @@ fn killing_airlock_kills_the_whole_sandbox() {
     let script = format!("sleep {marker} & touch {}; sleep {marker}", ready.display());
     let mut child = spawn_until_ready(&home, &script, &ready);
     let sleep_marker = format!("sleep\0{marker}");
+    // `ready` may appear before the background sleep has executed: wait for it, bounded.
+    let started = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !process_with_marker(&sleep_marker) && std::time::Instant::now() < started {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(
         process_with_marker(&sleep_marker),
         "the sandbox's sleeps are running"
