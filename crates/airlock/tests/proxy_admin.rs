@@ -1,10 +1,13 @@
 //! The admin API of the real `airlock proxy` over real sockets (curl on the Unix socket and
 //! on TCP): policy swaps while requests flow, refused changes that change nothing, If-Match,
-//! bearer tokens, socket mode, SIGHUP with a broken file, metrics parsed by a real
-//! Prometheus text parser.
+//! bearer tokens, socket mode, SIGHUP with a broken file, metrics read by a strict
+//! Prometheus text parser, routes checked against docs/openapi.yaml.
 
+#[path = "support/prometheus.rs"]
+mod prometheus;
 mod support;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
@@ -182,7 +185,7 @@ fn put_policy_swaps_rules_and_refusals_change_nothing() {
         l["kind"] == "policy" && l["decision"] == "deny"
     });
 
-    // Denials and metrics (parsed by prometheus_client).
+    // Denials and metrics (parsed by the strict reader in support/prometheus.rs).
     let (status, body) = admin(&target, "GET", "/v1/denials?limit=2", &[], None);
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -192,56 +195,35 @@ fn put_policy_swaps_rules_and_refusals_change_nothing() {
     );
     let (status, metrics) = admin(&target, "GET", "/metrics", &[], None);
     assert_eq!(status, 200);
-    let script = "import sys, json\nfrom prometheus_client.parser import text_string_to_metric_families as p\n\
-        out = {}\nfor f in p(sys.stdin.read()):\n  for s in f.samples: out[s.name + json.dumps(s.labels, sort_keys=True)] = s.value\nprint(json.dumps(out))";
-    let parsed = python_stdin(script, &metrics);
+    let parsed = prometheus::parse(&metrics).unwrap_or_else(|e| panic!("{e}\n{metrics}"));
     assert_eq!(
-        parsed["airlock_policy_version{}"].as_f64(),
+        parsed.value("airlock_policy_version", &[]),
         Some(2.0),
-        "{parsed}"
+        "{metrics}"
     );
     assert!(
         parsed
-            .as_object()
-            .unwrap()
-            .keys()
-            .any(|k| k.starts_with("airlock_decisions_total") && k.contains("path_not_allowed")),
-        "{parsed}"
+            .named("airlock_decisions_total")
+            .any(|s| s.labels.get("reason").map(String::as_str) == Some("path_not_allowed")),
+        "{metrics}"
     );
     assert!(
-        parsed["airlock_request_duration_seconds_count{}"]
-            .as_f64()
+        parsed
+            .value("airlock_request_duration_seconds_count", &[])
             .unwrap()
             >= 4.0,
-        "{parsed}"
+        "{metrics}"
     );
     assert!(
-        parsed.get("airlock_open_connections{}").is_some(),
-        "{parsed}"
+        parsed.value("airlock_open_connections", &[]).is_some(),
+        "{metrics}"
     );
     assert!(
-        parsed.get("airlock_certificate_cache_size{}").is_some(),
-        "{parsed}"
+        parsed
+            .value("airlock_certificate_cache_size", &[])
+            .is_some(),
+        "{metrics}"
     );
-}
-
-fn python_stdin(script: &str, input: &str) -> Value {
-    use std::io::Write as _;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "python3 failed");
-    json(&String::from_utf8_lossy(&output.stdout))
 }
 
 #[test]
@@ -557,27 +539,31 @@ fn put_under_load_switches_every_client_at_one_point() {
     assert!(results.iter().any(|r| r[3] == 200) && results.iter().any(|r| r[3] == 403));
 }
 
+/// The part of docs/openapi.yaml the route check reads: every key under a path is an
+/// operation, and every operation lists its responses by status.
+#[derive(serde::Deserialize)]
+struct OpenApi {
+    paths: BTreeMap<String, BTreeMap<String, Operation>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Operation {
+    responses: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
 #[test]
 fn openapi_file_matches_the_server() {
     let spec_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
-    let script = "import sys, json, yaml\nd = yaml.safe_load(open(sys.argv[1]))\n\
-        print(json.dumps({p: {m: sorted(o['responses']) for m, o in ops.items()} for p, ops in d['paths'].items()}))";
-    let mut command = Command::new("python3");
-    command.args(["-c", script, spec_path]);
-    let output = run_bounded(&mut command, Duration::from_secs(20));
-    assert!(
-        output.status.is_some_and(|s| s.success()),
-        "{}",
-        output.stderr
-    );
-    let documented = json(&String::from_utf8_lossy(&output.stdout));
+    let text = std::fs::read_to_string(spec_path).expect("docs/openapi.yaml");
+    let spec: OpenApi =
+        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("docs/openapi.yaml: {e}"));
     let mut documented_routes: Vec<(String, String)> = Vec::new();
     let pki = TestPki::new();
     let builder = ProxyBuilder::new(&pki);
     let target = unix_admin(builder.dir());
     let _proxy = builder.arg("--admin").arg(&target).start();
-    for (path, methods) in documented.as_object().unwrap() {
-        for (method, statuses) in methods.as_object().unwrap() {
+    for (path, methods) in &spec.paths {
+        for (method, operation) in methods {
             documented_routes.push((method.to_uppercase(), path.clone()));
             let method = method.to_uppercase();
             if path == "/v1/events" {
@@ -609,12 +595,7 @@ fn openapi_file_matches_the_server() {
                 &["Content-Type: application/json"],
                 body,
             );
-            let statuses: Vec<&str> = statuses
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect();
+            let statuses: Vec<&str> = operation.responses.keys().map(String::as_str).collect();
             assert!(
                 statuses.contains(&status.to_string().as_str()),
                 "{method} {path} answered {status} ({text}), documented {statuses:?}"
