@@ -10,7 +10,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -29,7 +28,7 @@ fn admin(
     headers: &[&str],
     body: Option<&str>,
 ) -> (u16, String) {
-    let mut command = Command::new("curl");
+    let mut command = crate::support::tool("curl");
     command.args([
         "-sS",
         "--max-time",
@@ -485,7 +484,7 @@ fn put_under_load_switches_every_client_at_one_point() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let (proxy, target) = proxy_with_admin(&pki, &upstream);
-    let mut command = Command::new("python3");
+    let mut command = crate::support::tool("python3");
     command
         .args(["-c", LOAD_SCRIPT, "127.0.0.1", &proxy.port().to_string()])
         .arg(&pki.proxy_ca_cert)
@@ -568,7 +567,7 @@ fn openapi_file_matches_the_server() {
             let method = method.to_uppercase();
             if path == "/v1/events" {
                 // A stream: curl stops it after a second; its headers say 200.
-                let mut command = Command::new("curl");
+                let mut command = crate::support::tool("curl");
                 command.args([
                     "-sS",
                     "-N",
@@ -619,7 +618,7 @@ fn events_stream_in_order_with_the_deny_filter() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let (proxy, target) = proxy_with_admin(&pki, &upstream);
-    let stream = Command::new("curl")
+    let stream = crate::support::tool("curl")
         .args(["-sS", "-N", "--max-time", "6", "--unix-socket"])
         .arg(target.strip_prefix("unix:").unwrap())
         .arg("http://admin/v1/events?decision=deny")

@@ -8,7 +8,6 @@
 mod run;
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use run::{RunHome, namespaces_available, read_lines};
@@ -45,6 +44,7 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     if !namespaces_available("probes_from_the_jail_never_reach_canaries_in_the_harness_namespace") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
     let home = RunHome::new();
     let scratch = home.scratch();
     let canaries = std::path::Path::new(CANARIES);
@@ -73,7 +73,7 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
         airlock = env!("CARGO_BIN_EXE_airlock"),
         log = log.display(),
     );
-    let mut command = Command::new("unshare");
+    let mut command = crate::support::tool("unshare");
     command
         .args(["--map-root-user", "--net", "sh", "-c", &harness])
         .env("INNER", &inner)

@@ -41,6 +41,8 @@ fn docker_ready(test: &str) -> bool {
         eprintln!("skipping {test}: no Docker engine answers here");
         return false;
     }
+    // The image is built from the host's busybox, curl and git.
+    crate::support::need_all(&["busybox", "curl", "git"]);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/build_sandbox_image.sh"

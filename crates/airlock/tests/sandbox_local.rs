@@ -45,6 +45,7 @@ fn one_sandbox_runs_many_commands_with_streamed_output_and_rm_leaves_nothing() {
     if !namespaces_available("one_sandbox_runs_many_commands_with_streamed_output") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
@@ -226,6 +227,7 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
     if !namespaces_available("keys_control_files_and_other_sandboxes_stay_out_of_reach") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
@@ -305,6 +307,7 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
     if !namespaces_available("a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate") {
         return;
     }
+    crate::support::need_all(&["git"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
@@ -386,6 +389,7 @@ fn resource_limits_bind_every_command_and_vanish_with_the_sandbox() {
     if !namespaces_available("resource_limits_bind_every_command") {
         return;
     }
+    crate::support::need_all(&["python3"]);
     let home = SandboxHome::new();
     let output = home.run(&[
         "create", "limited", "--pids", "24", "--memory", "64", "--cpus", "0.5",
@@ -446,6 +450,7 @@ fn an_llm_route_answers_inside_the_sandbox_with_the_key_injected_outside() {
     if !namespaces_available("an_llm_route_answers_inside_the_sandbox") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);

@@ -12,12 +12,14 @@ pub mod fixture_server;
 pub mod pki;
 pub mod proxy;
 pub mod raw;
+pub mod tools;
 pub mod upstream;
 
 pub use clients::{CurlRequest, HttpVersion, curl, curl_get, python_urllib, run_bounded};
 pub use pki::TestPki;
 pub use proxy::{Proxy, ProxyBuilder};
 pub use raw::RawResponse;
+pub use tools::{need, need_all, tool};
 pub use upstream::{Upstream, pattern_bytes};
 
 use serde_json::Value;
