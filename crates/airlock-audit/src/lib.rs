@@ -1,4 +1,5 @@
-//! airlock's audit log: one JSON line per decision (PRODUCT.md §5), written off the hot path.
+//! airlock's audit log: one JSON line per decision (docs/contract.md §5), written off the
+//! hot path.
 //!
 //! [`AuditLog::record`] never blocks: it stamps the event and hands it to a writer thread
 //! through a bounded queue. The writer serialises it with serde_json, redacts query values,

@@ -175,7 +175,7 @@ fn classify<'a>(
     Ok(message)
 }
 
-/// The JSON-RPC error for a denied call (PRODUCT.md §4), `id` copied as sent.
+/// The JSON-RPC error for a denied call (docs/contract.md §4), `id` copied as sent.
 pub fn denial(id: Option<&RawValue>, tool: &str) -> String {
     let id = id.map_or("null", RawValue::get);
     let tool_json = quote(tool);

@@ -1,5 +1,5 @@
 //! The audit step of the data path: what one decision looked like, written as one line
-//! of the audit log (PRODUCT.md §5). [`Exchange`] follows an allowed request while its
+//! of the audit log (docs/contract.md §5). [`Exchange`] follows an allowed request while its
 //! response streams and writes its `http` (or `ws`) line when it is dropped, so that the
 //! line carries the status, the bytes moved each way and the duration; refusals and
 //! tunnel decisions are written at once with [`Line::write`].

@@ -24,9 +24,9 @@ pub use upstream::{Upstream, pattern_bytes};
 
 use serde_json::Value;
 
-/// The body fields of a §4 refusal, as a test expects them.
+/// The body fields of a refusal (docs/contract.md §4), as a test expects them.
 pub struct ExpectedRefusal<'a> {
-    /// One of the §4 reasons.
+    /// One of the reasons of docs/contract.md §4.
     pub reason: &'a str,
     /// The request method the proxy saw.
     pub method: &'a str,
@@ -36,8 +36,9 @@ pub struct ExpectedRefusal<'a> {
     pub path: Option<&'a str>,
 }
 
-/// Asserts a response is a §4 refusal: status 403, `content-type: application/json`,
-/// `x-airlock-decision: deny`, and a body with exactly the §4 keys.
+/// Asserts a response is a refusal of docs/contract.md §4: status 403,
+/// `content-type: application/json`, `x-airlock-decision: deny`, and a body with exactly
+/// its keys.
 pub fn assert_refusal(
     status: u16,
     headers: &[(String, String)],
@@ -112,7 +113,8 @@ pub fn audit_lines_for<'a>(
 }
 
 /// Asserts `rule` is the id `expected` (e.g. `network.deny[0]`), alone or prefixed by its
-/// source (`policy1.yaml:network.deny[0]`) as PRODUCT.md §6 allows when sources combine.
+/// source (`policy1.yaml:network.deny[0]`) as docs/contract.md §3 allows when sources
+/// combine.
 pub fn assert_rule_id(rule: &Value, expected: &str) {
     let text = rule
         .as_str()
@@ -123,7 +125,7 @@ pub fn assert_rule_id(rule: &Value, expected: &str) {
     );
 }
 
-/// Asserts the fields every `http` audit line carries (PRODUCT.md §5/§6).
+/// Asserts the fields every `http` audit line carries (docs/contract.md §5).
 pub fn assert_http_audit_shape(line: &Value) {
     let ts = line["ts"].as_str().unwrap_or_default();
     assert!(
