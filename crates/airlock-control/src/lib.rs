@@ -10,6 +10,7 @@ pub mod events;
 pub mod metrics;
 pub mod server;
 pub mod store;
+mod summary;
 
 pub use events::Hub;
 pub use server::{Admin, AdminError, Listen};
