@@ -1,6 +1,7 @@
 //! The full policy example of the original product brief (kept here verbatim; see
 //! docs/policy.md "Note on the original example") loads into the expected model after the
-//! two fixes the contract itself requires, and as written reports exactly those two problems.
+//! two fixes the contract itself requires, and as written reports exactly those two
+//! problems.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The `airlock` command line: parses flags, wires the crates together, prints errors.
 //!
-//! Exit statuses follow docs/contract.md §2: usage errors are 2 (clap's own), `policy check`
-//! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
+//! Exit statuses follow docs/contract.md §2: usage errors are 2 (clap's own), `policy
+//! check` returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
 mod admin;
 mod ca_cmd;

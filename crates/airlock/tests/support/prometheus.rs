@@ -1,7 +1,7 @@
 //! A strict reader of the Prometheus text exposition format (version 0.0.4), for the tests
 //! that scrape `/metrics`. Written here rather than taken from a crate: `prometheus-parse`
-//! (0.2.5) skips lines and values it cannot read, and `openmetrics-parser` is LGPL; this one
-//! refuses the whole text instead, naming the line.
+//! (0.2.5) skips lines and values it cannot read, and `openmetrics-parser` is LGPL; this
+//! one refuses the whole text instead, naming the line.
 //!
 //! Checked: every line is blank, a comment, a `# HELP`/`# TYPE` line or a sample; names and
 //! label names are well formed; label values are quoted with only `\\`, `\"` and `\n`
