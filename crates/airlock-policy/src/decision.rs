@@ -1,11 +1,12 @@
 //! The answer of the policy engine: allow or deny, which rule decided, and why.
 //!
-//! [`Reason`] is the closed list of refusal reasons of the product contract (docs/contract.md §4);
-//! its `as_str` spelling is what the 403 body, the audit log and `policy explain --json` show.
+//! [`Reason`] is the closed list of refusal reasons of the product contract
+//! (docs/contract.md §4); its `as_str` spelling is what the 403 body, the audit log and
+//! `policy explain --json` show.
 
 use std::fmt;
 
-use crate::route::ROUTE_HOST;
+use crate::canonical::ROUTE_HOST;
 
 /// Allow or deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,7 +27,8 @@ impl Verdict {
     }
 }
 
-/// Why a request was refused (docs/contract.md §4). Exhaustive: adding one is a contract change.
+/// Why a request was refused (docs/contract.md §4). Exhaustive: adding one is a contract
+/// change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// No allow rule names the host (or the IP literal).
@@ -131,8 +133,8 @@ impl Decision {
 }
 
 /// The human explanation of a refusal: the `message` and `hint` of the 403 body
-/// (docs/contract.md §4) and of `airlock policy explain`. One place, so every surface says the
-/// same thing.
+/// (docs/contract.md §4) and of `airlock policy explain`. One place, so every surface says
+/// the same thing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Explanation {
     /// What happened, in one sentence.
