@@ -266,7 +266,7 @@ fn parse_float(text: &str) -> Option<f64> {
 
 fn parse_sample(line: &str) -> Result<Sample, String> {
     let name_end = line
-        .find(|c: char| c == '{' || c == ' ' || c == '\t')
+        .find(['{', ' ', '\t'])
         .ok_or_else(|| "a sample without a value".to_owned())?;
     let name = &line[..name_end];
     if !is_metric_name(name) {
