@@ -12,6 +12,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use serde_json::Value;
 use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, run_bounded};
 
@@ -329,8 +331,7 @@ fn sighup_with_a_broken_file_keeps_the_policy_and_a_file_change_reloads() {
             .unwrap()
     };
     std::fs::write(&file, "version: 1\nnetwork:\n  allow:\n    - hots: x\n").unwrap();
-    // SAFETY: kill(2) on the child's own pid; no memory is involved.
-    unsafe { libc::kill(proxy.pid() as i32, libc::SIGHUP) };
+    signal::kill(Pid::from_raw(proxy.pid() as i32), Signal::SIGHUP).expect("SIGHUP");
     wait_for(
         || proxy.stderr().contains("refused, keeping version 1"),
         "the refusal on stderr",

@@ -13,6 +13,8 @@ mod support;
 
 use std::time::Duration;
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use run::namespaces_available;
 use sandbox::{
     GitSetup, SandboxHome, alive, assert_routed, files_containing, llm_route_flags,
@@ -196,8 +198,7 @@ fn a_killed_daemon_or_cli_is_found_and_cleaned_at_the_next_command() {
     let jail = home.state("crash")["confinement"]["jail"]["pid"]
         .as_i64()
         .expect("jail") as i32;
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    signal::kill(Pid::from_raw(daemon), Signal::SIGKILL).expect("kill -9 the daemon");
     assert!(wait_until(Duration::from_secs(10), || !alive(daemon)));
     assert!(
         wait_until(Duration::from_secs(10), || !alive(jail)),
