@@ -19,6 +19,8 @@
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
 
+#![forbid(unsafe_code)]
+
 use std::borrow::Cow;
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};

@@ -6,6 +6,8 @@
 //! `ArcSwap` snapshot per request, and audit lines reach the fan-out through the audit
 //! writer thread's non-blocking tap.
 
+#![forbid(unsafe_code)]
+
 pub mod events;
 pub mod metrics;
 pub mod server;

@@ -7,6 +7,8 @@
 //! [`Credentials::prepare_request`] swaps, injects, or refuses (docs/contract.md §3,
 //! docs/secrets.md).
 
+#![forbid(unsafe_code)]
+
 mod body;
 pub mod redact;
 pub mod surrogate;

@@ -28,6 +28,7 @@
 //! (a reply that cannot be sent, a TCP connection that misbehaves) end that exchange only;
 //! a server returns an error only when its socket itself fails.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod answer;

@@ -11,6 +11,8 @@
 //! without a string `params.name` is refused. Values this module does not change are
 //! passed on byte for byte (ids of any JSON type stay exactly as sent).
 
+#![forbid(unsafe_code)]
+
 mod body_guard;
 mod json;
 mod sse;

@@ -15,10 +15,14 @@ mod policy_cmd;
 mod policy_reload;
 mod proxy_cmd;
 mod rotation;
+// Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
+#[allow(unsafe_code)]
 mod run_cmd;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]
+// Unsafe allowed in this module only: one dup2, under its SAFETY comment.
+#[allow(unsafe_code)]
 mod sandbox_daemon;
 mod secret_sources;
 
