@@ -210,3 +210,25 @@ impl Reason {
         Explanation { message, hint }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// docs/contract.md §4 lists exactly the reasons of [`Reason::ALL`], in the same order.
+    #[test]
+    fn the_contract_lists_every_reason_in_order() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/contract.md");
+        let text = std::fs::read_to_string(path).expect("docs/contract.md");
+        let start = text.find("`reason` is one of").expect("the reason list");
+        let end = start + text[start..].find("list is closed").expect("its end");
+        let listed: Vec<&str> = text[start..end]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| *word != "reason")
+            .collect();
+        let known: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(listed, known);
+    }
+}
