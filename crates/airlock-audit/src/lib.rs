@@ -1,4 +1,5 @@
-//! airlock's audit log: one JSON line per decision (PRODUCT.md §5), written off the hot path.
+//! airlock's audit log: one JSON line per decision (docs/contract.md §5), written off the
+//! hot path.
 //!
 //! [`AuditLog::record`] never blocks: it stamps the event and hands it to a writer thread
 //! through a bounded queue. The writer serialises it with serde_json, redacts query values,
@@ -17,6 +18,8 @@
 //!
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
+
+#![forbid(unsafe_code)]
 
 use std::borrow::Cow;
 use std::fs::OpenOptions;

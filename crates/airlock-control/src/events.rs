@@ -11,27 +11,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::broadcast;
 
 use crate::metrics::Metrics;
+use crate::summary::Summary;
 
 /// How many recent refusals `GET /v1/denials` can return.
 pub const DENIALS_CAPACITY: usize = 1024;
 
 /// How many lines a subscriber may fall behind before it loses some.
 pub const SUBSCRIBER_BACKLOG: usize = 4096;
-
-/// The fields of an audit line the hub looks at.
-#[derive(serde::Deserialize)]
-pub(crate) struct Summary {
-    pub(crate) kind: String,
-    pub(crate) decision: String,
-    #[serde(default)]
-    pub(crate) reason: Option<String>,
-    #[serde(default)]
-    pub(crate) bytes_up: Option<u64>,
-    #[serde(default)]
-    pub(crate) bytes_down: Option<u64>,
-    #[serde(default)]
-    pub(crate) ms: Option<f64>,
-}
 
 /// One audit line as broadcast: its text and what filters look at.
 #[derive(Clone, Debug)]

@@ -6,10 +6,13 @@
 //! `ArcSwap` snapshot per request, and audit lines reach the fan-out through the audit
 //! writer thread's non-blocking tap.
 
+#![forbid(unsafe_code)]
+
 pub mod events;
 pub mod metrics;
 pub mod server;
 pub mod store;
+mod summary;
 
 pub use events::Hub;
 pub use server::{Admin, AdminError, Listen};

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::events::Summary;
+use crate::summary::Summary;
 
 /// Upper bounds (seconds) of the request latency histogram.
 pub const LATENCY_BUCKETS: [f64; 12] = [

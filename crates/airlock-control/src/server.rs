@@ -1,7 +1,7 @@
-//! The admin API server (PRODUCT.md §6): HTTP/1 on a Unix socket (mode 0600) or a TCP
-//! address, every call on TCP authenticated by a bearer token compared in constant time.
-//! Routes: `GET /healthz`, `GET /metrics`, `GET|PUT /v1/policy`, `PUT /v1/network/policy`,
-//! `GET /v1/events` (SSE), `GET /v1/denials`.
+//! The admin API server (docs/operations.md, docs/openapi.yaml): HTTP/1 on a Unix socket
+//! (mode 0600) or a TCP address, every call on TCP authenticated by a bearer token compared
+//! in constant time. Routes: `GET /healthz`, `GET /metrics`, `GET|PUT /v1/policy`,
+//! `PUT /v1/network/policy`, `GET /v1/events` (SSE), `GET /v1/denials`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

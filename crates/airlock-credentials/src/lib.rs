@@ -2,9 +2,12 @@
 //! real values in request headers, the out-of-scope tripwire, the foreign-credential check,
 //! and redaction of real values from any output. Pure: no I/O.
 //!
-//! The sandbox only ever holds surrogates ([`Credentials::surrogates`]). For each request the
-//! proxy names the secrets whose hosts match the request's host (`in_scope`), and
-//! [`Credentials::prepare_request`] swaps, injects, or refuses (PRODUCT.md §3, §6).
+//! The sandbox only ever holds surrogates ([`Credentials::surrogates`]). For each request
+//! the proxy names the secrets whose hosts match the request's host (`in_scope`), and
+//! [`Credentials::prepare_request`] swaps, injects, or refuses (docs/contract.md §3,
+//! docs/secrets.md).
+
+#![forbid(unsafe_code)]
 
 mod body;
 pub mod redact;

@@ -84,7 +84,7 @@ impl QueryInfo {
 /// Answers one DNS message; `None` means: send nothing. Never forwards anything, never
 /// panics on any input.
 ///
-/// The rules (PRODUCT.md §4 and §6), in the order they are applied:
+/// The rules (docs/contract.md §4 "DNS"), in the order they are applied:
 ///
 /// | query | reply |
 /// | --- | --- |

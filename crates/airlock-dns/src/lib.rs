@@ -1,5 +1,5 @@
 //! airlock's DNS responder for sandboxes: every query is answered here and **never
-//! forwarded** (PRODUCT.md §4 "DNS inside a sandbox", §6 "DNS and audit").
+//! forwarded** (docs/contract.md §4 "DNS" and §5).
 //!
 //! * An `A` query for a name gets an address from a private pool, one stable address per
 //!   name for the session ([`NameMap`]), so that the proxy can map a connection to that
@@ -28,6 +28,7 @@
 //! (a reply that cannot be sent, a TCP connection that misbehaves) end that exchange only;
 //! a server returns an error only when its socket itself fails.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod answer;

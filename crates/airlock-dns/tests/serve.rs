@@ -149,7 +149,7 @@ async fn a_raw_query_from_python_gets_a_pool_address() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: python3 is not installed");
+        eprintln!("skipped: needs python3 (Debian: `sudo apt-get install python3`)");
         return;
     }
     let map = NameMap::new(default_pool());

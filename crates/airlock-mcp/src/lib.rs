@@ -11,6 +11,8 @@
 //! without a string `params.name` is refused. Values this module does not change are
 //! passed on byte for byte (ids of any JSON type stay exactly as sent).
 
+#![forbid(unsafe_code)]
+
 mod body_guard;
 mod json;
 mod sse;
@@ -175,7 +177,7 @@ fn classify<'a>(
     Ok(message)
 }
 
-/// The JSON-RPC error for a denied call (PRODUCT.md §4), `id` copied as sent.
+/// The JSON-RPC error for a denied call (docs/contract.md §4), `id` copied as sent.
 pub fn denial(id: Option<&RawValue>, tool: &str) -> String {
     let id = id.map_or("null", RawValue::get);
     let tool_json = quote(tool);

@@ -19,6 +19,11 @@ use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// The reserved host name a route is addressed to (plain HTTP only; see [`crate::route`]).
+/// Kept here, with the other facts about host names, so that the decision and the route
+/// modules can both use it without importing each other.
+pub const ROUTE_HOST: &str = "airlock.internal";
+
 /// A destination host after canonicalisation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Host {

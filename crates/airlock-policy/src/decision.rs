@@ -1,11 +1,12 @@
 //! The answer of the policy engine: allow or deny, which rule decided, and why.
 //!
-//! [`Reason`] is the closed list of refusal reasons of the product contract (PRODUCT.md §4);
-//! its `as_str` spelling is what the 403 body, the audit log and `policy explain --json` show.
+//! [`Reason`] is the closed list of refusal reasons of the product contract
+//! (docs/contract.md §4); its `as_str` spelling is what the 403 body, the audit log and
+//! `policy explain --json` show.
 
 use std::fmt;
 
-use crate::route::ROUTE_HOST;
+use crate::canonical::ROUTE_HOST;
 
 /// Allow or deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,7 +27,8 @@ impl Verdict {
     }
 }
 
-/// Why a request was refused (PRODUCT.md §4). Exhaustive: adding one is a contract change.
+/// Why a request was refused (docs/contract.md §4). Exhaustive: adding one is a contract
+/// change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// No allow rule names the host (or the IP literal).
@@ -131,8 +133,8 @@ impl Decision {
 }
 
 /// The human explanation of a refusal: the `message` and `hint` of the 403 body
-/// (PRODUCT.md §4) and of `airlock policy explain`. One place, so every surface says the
-/// same thing.
+/// (docs/contract.md §4) and of `airlock policy explain`. One place, so every surface says
+/// the same thing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Explanation {
     /// What happened, in one sentence.
@@ -206,5 +208,27 @@ impl Reason {
             ),
         };
         Explanation { message, hint }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// docs/contract.md §4 lists exactly the reasons of [`Reason::ALL`], in the same order.
+    #[test]
+    fn the_contract_lists_every_reason_in_order() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/contract.md");
+        let text = std::fs::read_to_string(path).expect("docs/contract.md");
+        let start = text.find("`reason` is one of").expect("the reason list");
+        let end = start + text[start..].find("list is closed").expect("its end");
+        let listed: Vec<&str> = text[start..end]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| *word != "reason")
+            .collect();
+        let known: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(listed, known);
     }
 }

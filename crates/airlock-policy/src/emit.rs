@@ -1,4 +1,4 @@
-//! The native policy writer: a [`Policy`] as the `version: 1` YAML of PRODUCT.md §3, which
+//! The native policy writer: a [`Policy`] as the `version: 1` YAML of docs/policy.md, which
 //! [`crate::load::load_str`] reads back into the same policy (rule ids are given again by
 //! position, so they come back as `network.allow[i]`, `network.deny[i]`, `mcp[i]`).
 //!

@@ -14,6 +14,8 @@
 //!    [`matcher::CompiledPolicy::route`] maps a request to [`route::ROUTE_HOST`] onto its
 //!    route's upstream.
 
+#![forbid(unsafe_code)]
+
 pub mod canonical;
 pub mod decision;
 pub mod emit;

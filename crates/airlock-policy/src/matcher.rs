@@ -25,7 +25,7 @@
 //! * **Unsafe paths.** When the canonicaliser refused the path ([`PathUnsafe`]) and the
 //!   host has path rules on that port (any allow rule with `paths`/`path_regex`, or a deny
 //!   with paths matching host, port and method), the request is refused as `path_unsafe`,
-//!   even if a rule without paths would allow it (PRODUCT.md §3). On a host whose rules
+//!   even if a rule without paths would allow it (docs/contract.md §3). On a host whose rules
 //!   have no path constraints the path does not matter and decides nothing.
 //! * **Reasons**, in order: a matching deny → `denied_by_rule` (its id); no allow rule for
 //!   the host, or none for the host on this port → `host_not_allowed` (IP literals that no
@@ -541,7 +541,7 @@ impl CompiledPolicy {
                 }
                 host_and_port = true;
                 if path.is_err() && rule.has_path_constraints() {
-                    // PRODUCT.md §3: an unsafe path is refused on every host that has
+                    // docs/contract.md §3: an unsafe path is refused on every host that has
                     // path rules, even when a rule without paths would allow it.
                     undecidable = true;
                 }

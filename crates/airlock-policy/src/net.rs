@@ -1,9 +1,9 @@
 //! Address classification: which IP addresses are global and which are private,
 //! loopback, link-local, CGNAT, unique-local, multicast, metadata or IPv4-embedding IPv6.
 //!
-//! The private-address guard (PRODUCT.md §3) refuses every destination whose class is not
-//! [`AddressClass::Global`] unless the operator named it. The classification therefore errs
-//! on the side of "not global": an IPv6 address outside the global unicast block
+//! The private-address guard (docs/contract.md §3) refuses every destination whose class is
+//! not [`AddressClass::Global`] unless the operator named it. The classification therefore
+//! errs on the side of "not global": an IPv6 address outside the global unicast block
 //! `2000::/3` is [`AddressClass::Reserved`], and every IPv6 form that carries an IPv4
 //! address (mapped, compatible, NAT64, 6to4, Teredo) is [`AddressClass::Ipv4Embedding`],
 //! whatever the IPv4 address inside, because what it reaches depends on translators the

@@ -9,12 +9,10 @@
 
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
+pub use crate::canonical::ROUTE_HOST;
 use crate::canonical::{CanonicalRequest, Host, parse_authority};
 use crate::decision::{Decision, Reason};
 use crate::model::{Route, Secret};
-
-/// The reserved host name a route is addressed to (plain HTTP only).
-pub const ROUTE_HOST: &str = "airlock.internal";
 
 /// Whether `host` is [`ROUTE_HOST`].
 pub fn is_route_host(host: &Host) -> bool {

@@ -1,5 +1,7 @@
-//! The policy of PRODUCT.md §3 loads into the expected model (after the two fixes the
-//! contract itself requires), and the verbatim example reports exactly those two problems.
+//! The full policy example of the original product brief (kept here verbatim; see
+//! docs/policy.md "Note on the original example") loads into the expected model after the
+//! two fixes the contract itself requires, and as written reports exactly those two
+//! problems.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -9,8 +11,8 @@ use airlock_policy::model::{
     HostPattern, Inject, McpRule, Policy, Route, Rule, Secret, SecretSource, Target,
 };
 
-/// PRODUCT.md §3, verbatim.
-const PRODUCT_EXAMPLE: &str = r#"version: 1
+/// The product brief's policy example, verbatim.
+const BRIEF_EXAMPLE: &str = r#"version: 1
 network:
   allow:                                  # a request passes if it matches no deny and any allow
     - host: api.github.com                # exact, case-insensitive, trailing dot ignored
@@ -56,10 +58,10 @@ routes:                                   # optional reverse-proxy prefixes for 
 "#;
 
 /// The example with what the contract requires of it: the passthrough host allowed
-/// (PRODUCT.md §6 "A tls_passthrough host must also be allowed") and the route's secret
+/// (docs/policy.md: a `tls_passthrough` host must also be allowed) and the route's secret
 /// defined.
 fn fixed_example() -> String {
-    PRODUCT_EXAMPLE
+    BRIEF_EXAMPLE
         .replace(
             "  deny:\n",
             "    - host: \"*.apple.com\"\n  deny:\n",
@@ -88,7 +90,7 @@ fn host_rule(id: &str, host: HostPattern) -> Rule {
 
 #[test]
 fn verbatim_example_reports_the_two_contract_violations() {
-    let error = load_str("airlock.yaml", PRODUCT_EXAMPLE).expect_err("example is inconsistent");
+    let error = load_str("airlock.yaml", BRIEF_EXAMPLE).expect_err("example is inconsistent");
     let found: Vec<(u32, u32)> = error.errors.iter().map(|e| (e.line, e.column)).collect();
     assert_eq!(found, vec![(18, 21), (43, 13)], "{error}");
     assert!(

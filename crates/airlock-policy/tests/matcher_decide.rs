@@ -399,8 +399,8 @@ fn unsafe_paths_are_refused_on_every_host_with_path_rules() {
         denied(Reason::PathUnsafe)
     );
     assert!(decide(&compiled, "GET", "https://open.example/a%2fb").is_allow());
-    // PRODUCT.md §3: refused on a host with path rules, even where a rule without paths
-    // would allow the request.
+    // docs/contract.md §3: refused on a host with path rules, even where a rule without
+    // paths would allow the request.
     assert_eq!(
         decide(&compiled, "GET", "https://mixed.example/a%2fb"),
         denied(Reason::PathUnsafe)

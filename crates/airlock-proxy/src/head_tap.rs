@@ -1,9 +1,9 @@
-//! The recent bytes of an HTTP/1 client connection, kept for the one smuggling check
-//! hyper cannot make for us: a request that carries both `Content-Length` and
+//! The recent bytes of an HTTP/1 client connection, kept for the one smuggling check hyper
+//! cannot make for us: a request that carries both `Content-Length` and
 //! `Transfer-Encoding`. hyper follows RFC 9112 §6.1 and treats such a request as chunked,
 //! drops the `Content-Length` and closes the connection afterwards, which is safe but
-//! leaves no trace of the conflict in the parsed request. PRODUCT.md §4 promises a 400, so
-//! the connection's reads pass through a [`HeadTap`] that keeps the last
+//! leaves no trace of the conflict in the parsed request. docs/contract.md §4 promises a
+//! 400, so the connection's reads pass through a [`HeadTap`] that keeps the last
 //! [`RECENT_BYTES`] read, and a request that arrives with `Transfer-Encoding` has its own
 //! head re-read from them (with `httparse`, the parser hyper uses) to see whether it also
 //! declared a length.

@@ -10,6 +10,8 @@
 //! Refusals are built by [`refusal`]; the interception CA is [`ca`]; [`config`] holds what
 //! a [`Proxy`] is built from.
 
+#![forbid(unsafe_code)]
+
 pub mod body;
 mod body_guard;
 pub mod ca;

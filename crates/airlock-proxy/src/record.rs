@@ -1,8 +1,8 @@
-//! The audit step of the data path: what one decision looked like, written as one line
-//! of the audit log (PRODUCT.md §5). [`Exchange`] follows an allowed request while its
+//! The audit step of the data path: what one decision looked like, written as one line of
+//! the audit log (docs/contract.md §5). [`Exchange`] follows an allowed request while its
 //! response streams and writes its `http` (or `ws`) line when it is dropped, so that the
-//! line carries the status, the bytes moved each way and the duration; refusals and
-//! tunnel decisions are written at once with [`Line::write`].
+//! line carries the status, the bytes moved each way and the duration; refusals and tunnel
+//! decisions are written at once with [`Line::write`].
 //!
 //! This module is the only one that touches [`airlock_audit`]'s event type.
 

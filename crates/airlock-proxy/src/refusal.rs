@@ -1,6 +1,6 @@
 //! What a refused, malformed or unserviceable request gets back: the JSON 403 of
-//! PRODUCT.md §4 (with a message and a hint per reason), the 400 for malformed requests,
-//! the 502 for an unreachable upstream and the 503 once the audit log has failed.
+//! docs/contract.md §4 (with a message and a hint per reason), the 400 for malformed
+//! requests, the 502 for an unreachable upstream and the 503 once the audit log has failed.
 //!
 //! Every body here is built from the canonical request the policy saw; none of it ever
 //! contains a header value, so a secret cannot leak through a refusal.
@@ -55,7 +55,7 @@ impl Refused<'_> {
             .explain(self.method, self.host, self.path.unwrap_or("/"), self.rule)
     }
 
-    /// The JSON 403 response of PRODUCT.md §4.
+    /// The JSON 403 response of docs/contract.md §4.
     pub fn response(&self) -> Response<ProxyBody> {
         let Explanation { message, hint } = self.explanation();
         let body = DenyBody {

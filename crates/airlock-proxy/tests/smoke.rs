@@ -532,8 +532,9 @@ async fn content_length_with_chunked_cannot_smuggle_a_second_request() -> TestRe
         let (_, ca_pem) = start_tls_upstream().await?;
         let proxy = start_proxy(&[format!("localhost:{port}")], &ca_pem, TunnelRefusal::OnConnect).await?;
         let t = format!("localhost:{port}");
-        // Both framings in one request: 400 and a close (PRODUCT.md §4), whichever order
-        // they come in; nothing reaches the upstream and the tail is never read as a request.
+        // Both framings in one request: 400 and a close (docs/contract.md §4), whichever
+        // order they come in; nothing reaches the upstream and the tail is never read as a
+        // request.
         let case = format!(
             "POST http://{t}/first HTTP/1.1\r\nHost: {t}\r\nContent-Length: 4\r\n\
              Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET http://{t}/smuggled HTTP/1.1\r\nHost: {t}\r\n\r\n"

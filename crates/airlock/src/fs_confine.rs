@@ -72,8 +72,7 @@ impl Place {
         Ok(Place {
             home,
             cwd,
-            // SAFETY: getuid has no preconditions and cannot fail.
-            uid: unsafe { libc::getuid() },
+            uid: nix::unistd::getuid().as_raw(),
             workspace: None,
         })
     }

@@ -1,7 +1,7 @@
 //! The `airlock` command line: parses flags, wires the crates together, prints errors.
 //!
-//! Exit statuses follow PRODUCT.md §6: usage errors are 2 (clap's own), `policy check`
-//! returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
+//! Exit statuses follow docs/contract.md §2: usage errors are 2 (clap's own), `policy
+//! check` returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
 mod admin;
 mod ca_cmd;
@@ -16,10 +16,14 @@ mod policy_cmd;
 mod policy_reload;
 mod proxy_cmd;
 mod rotation;
+// Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
+#[allow(unsafe_code)]
 mod run_cmd;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]
+// Unsafe allowed in this module only: one dup2, under its SAFETY comment.
+#[allow(unsafe_code)]
 mod sandbox_daemon;
 mod secret_sources;
 

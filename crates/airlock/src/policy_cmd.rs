@@ -1,8 +1,8 @@
 //! `airlock policy check|explain|import`: validate policies, explain one decision, and
 //! translate a seed system's file into native YAML.
 //!
-//! Exit statuses (PRODUCT.md §6): `check` 0 valid / 1 invalid; `explain` 0 allow / 1 deny /
-//! 2 error; `import` 0 / 1 when the file cannot be imported; usage errors 2.
+//! Exit statuses (docs/contract.md §2): `check` 0 valid / 1 invalid; `explain` 0 allow / 1
+//! deny / 2 error; `import` 0 / 1 when the file cannot be imported; usage errors 2.
 
 use std::process::ExitCode;
 
@@ -252,7 +252,7 @@ fn print_inspection(compiled: &CompiledPolicy, target: &airlock_policy::Canonica
 }
 
 fn print_json(decision: &Decision, secrets: &[String]) {
-    /// The `--json` shape of PRODUCT.md §6, keys in contract order.
+    /// The `--json` shape of docs/contract.md §2, keys in contract order.
     #[derive(serde::Serialize)]
     struct Explained<'a> {
         decision: &'static str,

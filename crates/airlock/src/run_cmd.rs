@@ -149,7 +149,7 @@ pub struct RunArgs {
 }
 
 /// Turns a command-line parse error into the process exit: for `airlock run` every usage
-/// error is a failure of airlock itself (125, PRODUCT.md §6); `--help`/`--version` and the
+/// error is a failure of airlock itself (125, docs/contract.md §2); `--help`/`--version` and the
 /// other subcommands keep clap's own statuses.
 pub fn exit_on_parse_error(error: clap::Error) -> ! {
     use clap::error::ErrorKind;

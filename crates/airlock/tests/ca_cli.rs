@@ -6,6 +6,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/tools.rs"]
+#[allow(dead_code)]
+mod tools;
+
 fn airlock(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args(args)
@@ -97,7 +101,7 @@ fn show_prints_the_certificate_and_its_fingerprint() {
     assert!(!text.contains("PRIVATE KEY"));
 
     // The fingerprint is the SHA-256 of the DER, as openssl computes it.
-    let openssl = Command::new("openssl")
+    let openssl = tools::tool("openssl")
         .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
         .arg(ca_path(home.path()))
         .output()
@@ -116,7 +120,7 @@ fn show_prints_the_certificate_and_its_fingerprint() {
 fn openssl_sees_a_ca_certificate() {
     let home = tempfile::tempdir().expect("tempdir");
     assert!(airlock(home.path(), &["ca", "init"]).status.success());
-    let output = Command::new("openssl")
+    let output = tools::tool("openssl")
         .args(["x509", "-noout", "-text", "-in"])
         .arg(ca_path(home.path()))
         .output()

@@ -36,7 +36,8 @@ fn host_of(response: &support::RawResponse) -> String {
     body["host"].as_str().unwrap_or_default().to_string()
 }
 
-/// Asserts a §4 refusal whose reason is one of `reasons`, naming any host.
+/// Asserts a refusal (docs/contract.md §4) whose reason is one of `reasons`, naming any
+/// host.
 fn assert_refused_with(
     response: &support::RawResponse,
     reasons: &[&str],

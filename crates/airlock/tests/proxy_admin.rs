@@ -1,15 +1,19 @@
 //! The admin API of the real `airlock proxy` over real sockets (curl on the Unix socket and
 //! on TCP): policy swaps while requests flow, refused changes that change nothing, If-Match,
-//! bearer tokens, socket mode, SIGHUP with a broken file, metrics parsed by a real
-//! Prometheus text parser.
+//! bearer tokens, socket mode, SIGHUP with a broken file, metrics read by a strict
+//! Prometheus text parser, routes checked against docs/openapi.yaml.
 
+#[path = "support/prometheus.rs"]
+mod prometheus;
 mod support;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use serde_json::Value;
 use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, run_bounded};
 
@@ -26,7 +30,7 @@ fn admin(
     headers: &[&str],
     body: Option<&str>,
 ) -> (u16, String) {
-    let mut command = Command::new("curl");
+    let mut command = crate::support::tool("curl");
     command.args([
         "-sS",
         "--max-time",
@@ -182,7 +186,7 @@ fn put_policy_swaps_rules_and_refusals_change_nothing() {
         l["kind"] == "policy" && l["decision"] == "deny"
     });
 
-    // Denials and metrics (parsed by prometheus_client).
+    // Denials and metrics (parsed by the strict reader in support/prometheus.rs).
     let (status, body) = admin(&target, "GET", "/v1/denials?limit=2", &[], None);
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -192,56 +196,35 @@ fn put_policy_swaps_rules_and_refusals_change_nothing() {
     );
     let (status, metrics) = admin(&target, "GET", "/metrics", &[], None);
     assert_eq!(status, 200);
-    let script = "import sys, json\nfrom prometheus_client.parser import text_string_to_metric_families as p\n\
-        out = {}\nfor f in p(sys.stdin.read()):\n  for s in f.samples: out[s.name + json.dumps(s.labels, sort_keys=True)] = s.value\nprint(json.dumps(out))";
-    let parsed = python_stdin(script, &metrics);
+    let parsed = prometheus::parse(&metrics).unwrap_or_else(|e| panic!("{e}\n{metrics}"));
     assert_eq!(
-        parsed["airlock_policy_version{}"].as_f64(),
+        parsed.value("airlock_policy_version", &[]),
         Some(2.0),
-        "{parsed}"
+        "{metrics}"
     );
     assert!(
         parsed
-            .as_object()
-            .unwrap()
-            .keys()
-            .any(|k| k.starts_with("airlock_decisions_total") && k.contains("path_not_allowed")),
-        "{parsed}"
+            .named("airlock_decisions_total")
+            .any(|s| s.labels.get("reason").map(String::as_str) == Some("path_not_allowed")),
+        "{metrics}"
     );
     assert!(
-        parsed["airlock_request_duration_seconds_count{}"]
-            .as_f64()
+        parsed
+            .value("airlock_request_duration_seconds_count", &[])
             .unwrap()
             >= 4.0,
-        "{parsed}"
+        "{metrics}"
     );
     assert!(
-        parsed.get("airlock_open_connections{}").is_some(),
-        "{parsed}"
+        parsed.value("airlock_open_connections", &[]).is_some(),
+        "{metrics}"
     );
     assert!(
-        parsed.get("airlock_certificate_cache_size{}").is_some(),
-        "{parsed}"
+        parsed
+            .value("airlock_certificate_cache_size", &[])
+            .is_some(),
+        "{metrics}"
     );
-}
-
-fn python_stdin(script: &str, input: &str) -> Value {
-    use std::io::Write as _;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "python3 failed");
-    json(&String::from_utf8_lossy(&output.stdout))
 }
 
 #[test]
@@ -348,8 +331,7 @@ fn sighup_with_a_broken_file_keeps_the_policy_and_a_file_change_reloads() {
             .unwrap()
     };
     std::fs::write(&file, "version: 1\nnetwork:\n  allow:\n    - hots: x\n").unwrap();
-    // SAFETY: kill(2) on the child's own pid; no memory is involved.
-    unsafe { libc::kill(proxy.pid() as i32, libc::SIGHUP) };
+    signal::kill(Pid::from_raw(proxy.pid() as i32), Signal::SIGHUP).expect("SIGHUP");
     wait_for(
         || proxy.stderr().contains("refused, keeping version 1"),
         "the refusal on stderr",
@@ -503,7 +485,7 @@ fn put_under_load_switches_every_client_at_one_point() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let (proxy, target) = proxy_with_admin(&pki, &upstream);
-    let mut command = Command::new("python3");
+    let mut command = crate::support::tool("python3");
     command
         .args(["-c", LOAD_SCRIPT, "127.0.0.1", &proxy.port().to_string()])
         .arg(&pki.proxy_ca_cert)
@@ -557,32 +539,36 @@ fn put_under_load_switches_every_client_at_one_point() {
     assert!(results.iter().any(|r| r[3] == 200) && results.iter().any(|r| r[3] == 403));
 }
 
+/// The part of docs/openapi.yaml the route check reads: every key under a path is an
+/// operation, and every operation lists its responses by status.
+#[derive(serde::Deserialize)]
+struct OpenApi {
+    paths: BTreeMap<String, BTreeMap<String, Operation>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Operation {
+    responses: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
 #[test]
 fn openapi_file_matches_the_server() {
     let spec_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
-    let script = "import sys, json, yaml\nd = yaml.safe_load(open(sys.argv[1]))\n\
-        print(json.dumps({p: {m: sorted(o['responses']) for m, o in ops.items()} for p, ops in d['paths'].items()}))";
-    let mut command = Command::new("python3");
-    command.args(["-c", script, spec_path]);
-    let output = run_bounded(&mut command, Duration::from_secs(20));
-    assert!(
-        output.status.is_some_and(|s| s.success()),
-        "{}",
-        output.stderr
-    );
-    let documented = json(&String::from_utf8_lossy(&output.stdout));
+    let text = std::fs::read_to_string(spec_path).expect("docs/openapi.yaml");
+    let spec: OpenApi =
+        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("docs/openapi.yaml: {e}"));
     let mut documented_routes: Vec<(String, String)> = Vec::new();
     let pki = TestPki::new();
     let builder = ProxyBuilder::new(&pki);
     let target = unix_admin(builder.dir());
     let _proxy = builder.arg("--admin").arg(&target).start();
-    for (path, methods) in documented.as_object().unwrap() {
-        for (method, statuses) in methods.as_object().unwrap() {
+    for (path, methods) in &spec.paths {
+        for (method, operation) in methods {
             documented_routes.push((method.to_uppercase(), path.clone()));
             let method = method.to_uppercase();
             if path == "/v1/events" {
                 // A stream: curl stops it after a second; its headers say 200.
-                let mut command = Command::new("curl");
+                let mut command = crate::support::tool("curl");
                 command.args([
                     "-sS",
                     "-N",
@@ -609,12 +595,7 @@ fn openapi_file_matches_the_server() {
                 &["Content-Type: application/json"],
                 body,
             );
-            let statuses: Vec<&str> = statuses
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect();
+            let statuses: Vec<&str> = operation.responses.keys().map(String::as_str).collect();
             assert!(
                 statuses.contains(&status.to_string().as_str()),
                 "{method} {path} answered {status} ({text}), documented {statuses:?}"
@@ -638,7 +619,7 @@ fn events_stream_in_order_with_the_deny_filter() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let (proxy, target) = proxy_with_admin(&pki, &upstream);
-    let stream = Command::new("curl")
+    let stream = crate::support::tool("curl")
         .args(["-sS", "-N", "--max-time", "6", "--unix-socket"])
         .arg(target.strip_prefix("unix:").unwrap())
         .arg("http://admin/v1/events?decision=deny")

@@ -1,4 +1,4 @@
-//! The audit log (PRODUCT.md §5, §6): one JSON line per decision, query values redacted
+//! The audit log (docs/contract.md §5): one JSON line per decision, query values redacted
 //! (the raw value appears nowhere in the file), and a log that cannot be opened stops the
 //! proxy from starting.
 

@@ -1,7 +1,7 @@
 //! Real `git clone` and `git push` over https through the proxy to a smart-HTTP server that
 //! demands HTTP Basic auth with the REAL token (tests/fixtures/git_https_server.py with a
-//! required password), while git is only ever given the placeholder (PRODUCT.md §3
-//! "Secrets", §6): the proxy swaps it inside `Authorization: Basic`, so clone and push
+//! required password), while git is only ever given the placeholder (docs/contract.md §3,
+//! docs/secrets.md): the proxy swaps it inside `Authorization: Basic`, so clone and push
 //! succeed and the server sees the real token; the same placeholder sent to another allowed
 //! host name is refused as `secret_out_of_scope` before it leaves the proxy; the swapped
 //! requests are logged with `"secrets":["GIT_TOKEN"]`; and the real token appears nowhere

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use support::clients::{git, run_bounded};
@@ -14,7 +13,7 @@ use support::{TestPki, Upstream, pattern_bytes};
 fn curl_direct(pki: &TestPki, url: &str, port: u16, extra: &[&str]) -> (String, Vec<u8>) {
     let scratch = tempfile::tempdir().expect("tempdir");
     let body = scratch.path().join("body");
-    let mut command = Command::new("curl");
+    let mut command = crate::support::tool("curl");
     command
         .args(["-q", "-sS", "--max-time", "20", "--noproxy", "*"])
         .arg("--cacert")

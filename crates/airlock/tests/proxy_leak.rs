@@ -1,9 +1,9 @@
 //! The real value of a secret never leaves airlock towards the sandbox or the operator's
-//! outputs (PRODUCT.md §3 "Secrets", §5, §6): one proxy, one secret whose real value
-//! changes under every encoding (`/`, `+`, `"`, `=`, `?`, `>`, `~`), and every path a
-//! secret can take through it — header swap over HTTP/1.1 and h2, Basic auth swap (user
-//! and password), responses that carry the real value back (the echo's JSON-escaped
-//! headers; a `/reflect` endpoint returning it raw in a header and in base64, base64url,
+//! outputs (docs/contract.md §3 and §5, docs/secrets.md): one proxy, one secret whose real
+//! value changes under every encoding (`/`, `+`, `"`, `=`, `?`, `>`, `~`), and every path a
+//! secret can take through it — header swap over HTTP/1.1 and h2, Basic auth swap (user and
+//! password), responses that carry the real value back (the echo's JSON-escaped headers; a
+//! `/reflect` endpoint returning it raw in a header and in base64, base64url,
 //! percent-encoded and JSON form), the tripwire on another host, a foreign credential, a
 //! refused host, an unreachable upstream, malformed requests. Then every byte airlock wrote
 //! — audit log, stderr, stdout, every file in its directory and its `AIRLOCK_HOME` — and

@@ -1,7 +1,7 @@
-//! Malformed and hostile framing (PRODUCT.md §6): Content-Length with Transfer-Encoding
-//! and conflicting Content-Lengths get 400 and a close; oversize headers get 413/414/431 or
-//! a close; a slowloris client is cut off by the proxy's header timeout. Nothing reaches
-//! the upstream.
+//! Malformed and hostile framing (docs/contract.md §4): Content-Length with
+//! Transfer-Encoding and conflicting Content-Lengths get 400 and a close; oversize headers
+//! get 413/414/431 or a close; a slowloris client is cut off by the proxy's header timeout.
+//! Nothing reaches the upstream.
 
 mod support;
 

@@ -352,7 +352,7 @@ print(json.dumps(out))
 "#;
 
 fn old_transport(s: &Setup, path: &str) -> Value {
-    let mut command = std::process::Command::new("python3");
+    let mut command = crate::support::tool("python3");
     command
         .arg("-c")
         .arg(OLD_TRANSPORT_CLIENT)

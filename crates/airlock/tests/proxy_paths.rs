@@ -1,7 +1,7 @@
-//! Path canonicalisation against a rule with `paths` and a deny glob (PRODUCT.md §3):
-//! one percent-decode and dot-segment removal, then `..`, backslash, NUL or an encoded
-//! slash that still hides in the path is `path_unsafe`. Every encoding trick is refused,
-//! logged and never reaches the upstream; the plain forms pass.
+//! Path canonicalisation against a rule with `paths` and a deny glob (docs/contract.md §3,
+//! docs/policy.md "Matching"): one percent-decode and dot-segment removal, then `..`,
+//! backslash, NUL or an encoded slash that still hides in the path is `path_unsafe`. Every
+//! encoding trick is refused, logged and never reaches the upstream; the plain forms pass.
 
 mod support;
 

@@ -10,7 +10,6 @@
 mod support;
 
 use std::net::TcpListener;
-use std::process::Command;
 
 use support::assert_refusal;
 use support::clients::CurlResponse;
@@ -112,7 +111,7 @@ impl Setup {
 }
 
 fn sha256_hex(text: &str) -> String {
-    let output = Command::new("python3")
+    let output = crate::support::tool("python3")
         .args([
             "-c",
             "import hashlib, sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())",

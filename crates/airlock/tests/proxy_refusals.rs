@@ -1,5 +1,5 @@
-//! Refusals by the real proxy (PRODUCT.md §4): host, method and path not allowed, and a
-//! deny rule over an allow. Each asserts the exact JSON body, the headers, that nothing
+//! Refusals by the real proxy (docs/contract.md §4): host, method and path not allowed, and
+//! a deny rule over an allow. Each asserts the exact JSON body, the headers, that nothing
 //! reached the upstream, and the `deny` audit line with its reason.
 
 mod support;

@@ -1,10 +1,11 @@
-//! `routes:` (PRODUCT.md §3): plain-HTTP requests to `airlock.internal` are forwarded to
-//! the route's upstream over verified TLS, the route's secret injected with its real value
-//! (whatever the client sent in that header), the longest prefix winning; a path matching
-//! no route is refused with the §4 body, canonicalisation happens before prefix matching,
-//! the response is scrubbed and the real value never shows in a response or the log.
-//! Also: `policy check` accepts routes and locates a route secret without `inject`, and a
-//! route works inside `airlock run` (namespace jail).
+//! `routes:` (docs/policy.md "Routes"): plain-HTTP requests to `airlock.internal` are
+//! forwarded to the route's upstream over verified TLS, the route's secret injected with
+//! its real value (whatever the client sent in that header), the longest prefix winning; a
+//! path matching no route is refused with the 403 body of docs/contract.md §4,
+//! canonicalisation happens before prefix matching, the response is scrubbed and the real
+//! value never shows in a response or the log. Also: `policy check` accepts routes and
+//! locates a route secret without `inject`, and a route works inside `airlock run`
+//! (namespace jail).
 
 #[path = "support/run.rs"]
 mod run;

@@ -1,7 +1,8 @@
-//! Placeholder secrets (PRODUCT.md §3 "Secrets", §6): the placeholder is swapped for the
-//! real value only on the secret's host (every header, inside Basic auth), the response is
-//! scrubbed back, the placeholder sent elsewhere is a tripwire, a foreign credential on the
-//! secret's host is refused, and the real value never appears in the log or on stderr.
+//! Placeholder secrets (docs/contract.md §3, docs/secrets.md): the placeholder is swapped
+//! for the real value only on the secret's host (every header, inside Basic auth), the
+//! response is scrubbed back, the placeholder sent elsewhere is a tripwire, a foreign
+//! credential on the secret's host is refused, and the real value never appears in the log
+//! or on stderr.
 
 mod support;
 

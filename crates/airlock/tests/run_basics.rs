@@ -180,7 +180,7 @@ fn sigterm_reaches_the_command() {
     );
     let mut child = spawn_until_ready(&home, &script, &ready);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let killed = std::process::Command::new("kill")
+    let killed = crate::support::tool("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("run kill");
@@ -211,6 +211,7 @@ fn the_jails_init_and_hidden_files_reveal_no_real_secret() {
     if !namespaces_available("the_jails_init_and_hidden_files_reveal_no_real_secret") {
         return;
     }
+    crate::support::need_all(&["python3"]);
     let home = RunHome::new();
     let env_real = "ghp_EnvRealValue0123456789abcdefghijklmn";
     let file_real = "sk-proj-FileRealValue0123456789abcdef";

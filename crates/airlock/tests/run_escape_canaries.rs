@@ -8,7 +8,6 @@
 mod run;
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use run::{RunHome, namespaces_available, read_lines};
@@ -45,6 +44,7 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     if !namespaces_available("probes_from_the_jail_never_reach_canaries_in_the_harness_namespace") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
     let home = RunHome::new();
     let scratch = home.scratch();
     let canaries = std::path::Path::new(CANARIES);
@@ -75,11 +75,12 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     );
     let mut command = match support::test_user::uid() {
         Some(uid) => {
+            support::need("unshare");
             let mut wrapped = support::test_user::wrap(uid);
             wrapped.arg("unshare");
             wrapped
         }
-        None => Command::new("unshare"),
+        None => crate::support::tool("unshare"),
     };
     command
         .args(["--map-root-user", "--net", "sh", "-c", &harness])

@@ -40,8 +40,7 @@ enum Identity {
 
 /// The identities this machine can test: both as root, the tester alone otherwise.
 fn identities() -> Vec<Identity> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if nix::unistd::geteuid().is_root() {
         vec![Identity::Root, Identity::User]
     } else {
         eprintln!("not root: only the ordinary-user half of the filesystem tests runs here");
@@ -75,8 +74,7 @@ impl Place {
     }
 
     fn switches_user(&self) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        self.identity == Identity::User && unsafe { libc::geteuid() } == 0
+        self.identity == Identity::User && nix::unistd::geteuid().is_root()
     }
 
     fn home(&self) -> PathBuf {

@@ -56,6 +56,7 @@ fn curl_and_python_reach_the_upstream_without_proxy_variables() {
     if !namespaces_available("curl_and_python_reach_the_upstream_without_proxy_variables") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();
@@ -103,6 +104,7 @@ fn a_refused_host_gets_the_json_403_inside_tls() {
     if !namespaces_available("a_refused_host_gets_the_json_403_inside_tls") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();
@@ -165,6 +167,7 @@ fn escape_attempts_fail_and_are_logged() {
     if !namespaces_available("escape_attempts_fail_and_are_logged") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();
@@ -245,6 +248,8 @@ fn ipv6_metadata_and_unix_socket_escapes_fail() {
     if !namespaces_available("ipv6_metadata_and_unix_socket_escapes_fail") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
+    crate::support::need_all(&["curl"]);
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixListener};
 
@@ -322,6 +327,7 @@ fn node_fetch_and_git_clone_work_without_proxy_variables() {
     if !namespaces_available("node_fetch_and_git_clone_work_without_proxy_variables") {
         return;
     }
+    crate::support::need_all(&["node", "git"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();
@@ -408,6 +414,7 @@ fn inner_relays_and_route_changes_open_no_way_out() {
     if !namespaces_available("inner_relays_and_route_changes_open_no_way_out") {
         return;
     }
+    crate::support::need_all(&["curl", "python3"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();
@@ -441,6 +448,7 @@ fn pip_downloads_from_an_allowed_index_without_proxy_variables() {
     if !namespaces_available("pip_downloads_from_an_allowed_index_without_proxy_variables") {
         return;
     }
+    crate::support::tools::need_pip();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let home = RunHome::new();

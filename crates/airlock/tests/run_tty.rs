@@ -6,7 +6,6 @@
 mod run;
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use run::{RunHome, namespaces_available};
@@ -22,7 +21,7 @@ impl Tmux {
             socket: format!("airlock-test-{name}-{}", std::process::id()),
         };
         let airlock = env!("CARGO_BIN_EXE_airlock");
-        let status = Command::new("tmux")
+        let status = crate::support::tool("tmux")
             .args(["-L", &tmux.socket, "-f", "/dev/null", "new-session", "-d"])
             .args(["-x", "100", "-y", "30", "-c"])
             .arg(home.scratch())
@@ -37,7 +36,7 @@ impl Tmux {
     }
 
     fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = crate::support::tool("tmux")
             .args(["-L", &self.socket, "send-keys", "-t", "0"])
             .args(keys)
             .status()
@@ -46,7 +45,7 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let output = Command::new("tmux")
+        let output = crate::support::tool("tmux")
             .args(["-L", &self.socket, "capture-pane", "-p", "-t", "0"])
             .output()
             .expect("tmux capture-pane");
@@ -68,7 +67,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = crate::support::tool("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .status();
     }
@@ -79,6 +78,7 @@ fn a_python_repl_answers_and_survives_ctrl_c() {
     if !namespaces_available("a_python_repl_answers_and_survives_ctrl_c") {
         return;
     }
+    crate::support::need_all(&["tmux", "python3"]);
     let home = RunHome::new();
     let tmux = Tmux::start(&home, "repl", "python3 -q");
     tmux.expect(">>>");
@@ -98,6 +98,7 @@ fn bash_job_control_works() {
     if !namespaces_available("bash_job_control_works") {
         return;
     }
+    crate::support::need_all(&["tmux"]);
     let home = RunHome::new();
     let tmux = Tmux::start(&home, "jobs", "bash --norc --noprofile -i");
     tmux.keys(&["PS1='READY$ '", "Enter"]);

@@ -15,6 +15,8 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use sandbox::{
     GitSetup, SandboxHome, alive, assert_routed, files_containing, llm_route_flags, status,
     wait_until,
@@ -26,8 +28,7 @@ use support::{TestPki, Upstream};
 const IMAGE: &str = "airlock-test-sandbox:1";
 /// Whether Docker can be used here (root, engine answering); builds the test image.
 fn docker_ready(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         eprintln!(
             "skipping {test}: the docker provider needs root (it enters the container's network namespace)"
         );
@@ -41,6 +42,8 @@ fn docker_ready(test: &str) -> bool {
         eprintln!("skipping {test}: no Docker engine answers here");
         return false;
     }
+    // The image is built from the host's busybox, curl and git.
+    crate::support::need_all(&["busybox", "curl", "git"]);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/build_sandbox_image.sh"
@@ -271,8 +274,7 @@ fn a_docker_sandbox_clones_exports_pushes_and_survives_a_killed_daemon() {
 
     // kill -9 of the daemon: the next command finds the orphaned container and removes it.
     let daemon = home.daemon_pid("dock");
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    signal::kill(Pid::from_raw(daemon), Signal::SIGKILL).expect("kill -9 the daemon");
     assert!(wait_until(Duration::from_secs(10), || !alive(daemon)));
     assert_eq!(
         containers_of(&home).len(),

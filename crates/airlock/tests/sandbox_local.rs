@@ -13,6 +13,8 @@ mod support;
 
 use std::time::Duration;
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use run::namespaces_available;
 use sandbox::{
     GitSetup, SandboxHome, alive, assert_routed, files_containing, llm_route_flags,
@@ -45,6 +47,7 @@ fn one_sandbox_runs_many_commands_with_streamed_output_and_rm_leaves_nothing() {
     if !namespaces_available("one_sandbox_runs_many_commands_with_streamed_output") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
@@ -195,8 +198,7 @@ fn a_killed_daemon_or_cli_is_found_and_cleaned_at_the_next_command() {
     let jail = home.state("crash")["confinement"]["jail"]["pid"]
         .as_i64()
         .expect("jail") as i32;
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    signal::kill(Pid::from_raw(daemon), Signal::SIGKILL).expect("kill -9 the daemon");
     assert!(wait_until(Duration::from_secs(10), || !alive(daemon)));
     assert!(
         wait_until(Duration::from_secs(10), || !alive(jail)),
@@ -226,6 +228,7 @@ fn keys_control_files_and_other_sandboxes_stay_out_of_reach() {
     if !namespaces_available("keys_control_files_and_other_sandboxes_stay_out_of_reach") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
@@ -305,6 +308,7 @@ fn a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate() {
     if !namespaces_available("a_private_clone_is_exported_back_and_git_pushes_with_a_surrogate") {
         return;
     }
+    crate::support::need_all(&["git"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let home = SandboxHome::new();
@@ -386,6 +390,7 @@ fn resource_limits_bind_every_command_and_vanish_with_the_sandbox() {
     if !namespaces_available("resource_limits_bind_every_command") {
         return;
     }
+    crate::support::need_all(&["python3"]);
     let home = SandboxHome::new();
     let output = home.run(&[
         "create", "limited", "--pids", "24", "--memory", "64", "--cpus", "0.5",
@@ -446,6 +451,7 @@ fn an_llm_route_answers_inside_the_sandbox_with_the_key_injected_outside() {
     if !namespaces_available("an_llm_route_answers_inside_the_sandbox") {
         return;
     }
+    crate::support::need_all(&["curl"]);
     let real = sandbox::real_secret();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);

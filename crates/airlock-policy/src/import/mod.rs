@@ -1,6 +1,6 @@
-//! Importers for the seed systems' own policy files (PRODUCT.md §2 `policy import` and
-//! `--policy FORMAT:FILE`, §7): each reads the file exactly as its source system does and
-//! produces the typed [`Policy`] that grants the same decisions.
+//! Importers for the seed systems' own policy files (docs/contract.md §2 `policy import`
+//! and `--policy FORMAT:FILE`, docs/policy.md "Importers"): each reads the file exactly as
+//! its source system does and produces the typed [`Policy`] that grants the same decisions.
 //!
 //! | format | file | module |
 //! | --- | --- | --- |
@@ -9,14 +9,14 @@
 //! | `secrets-proxy` | the secrets JSON (and `--allow-net` hosts) | [`secrets_proxy`] |
 //! | `sandbox0` | a `SandboxNetworkPolicy` (YAML or JSON) | [`sandbox0`] |
 //!
-//! Faithfulness (PRODUCT.md §6): where a source's meaning can be written in airlock's
-//! union-of-allows-minus-denies model it is translated exactly; where it cannot (a
-//! first-match order that a later deny would change, an fnmatch host pattern with a star in
-//! the middle, a regex feature airlock's engine lacks, a body filter) the import fails with
-//! every such problem, located at `file:line:col` and naming the rules involved. The few
-//! places where airlock is deliberately *stricter* than the source (the private-address
-//! guard, no UDP, ports 80 and 443 when the source names none) are listed in each
-//! module's documentation; none of them ever allows something the source refuses.
+//! Faithfulness (docs/policy.md "Importers"): where a source's meaning can be written in
+//! airlock's union-of-allows-minus-denies model it is translated exactly; where it cannot
+//! (a first-match order that a later deny would change, an fnmatch host pattern with a star
+//! in the middle, a regex feature airlock's engine lacks, a body filter) the import fails
+//! with every such problem, located at `file:line:col` and naming the rules involved. The
+//! few places where airlock is deliberately *stricter* than the source (the private-address
+//! guard, no UDP, ports 80 and 443 when the source names none) are listed in each module's
+//! documentation; none of them ever allows something the source refuses.
 //!
 //! JSON is read with the YAML parser (JSON is YAML flow syntax), so every error in either
 //! format carries a line and column.

@@ -184,7 +184,8 @@ pub fn import(file: &str, text: &str) -> Result<Policy, LoadError> {
     let mut problems = Problems::new(file);
     let Some(document) = parse_document::<NetworkPolicy>(file, text)? else {
         // sandbox0 reads an absent policy as allow-all, but an empty file is airlock's
-        // empty policy, which allows nothing (PRODUCT.md §3, default deny).
+        // empty policy, which allows nothing (docs/contract.md §3, nothing passes by
+        // default).
         return Ok(Policy::default());
     };
     let allow_all = match &document.mode {

@@ -1,10 +1,10 @@
 //! Shared helpers of the `import_*` tests: fixtures, a request probe and the round trip.
 //!
 //! The probe decides a request against an imported [`Policy`] by the model's documented
-//! semantics (PRODUCT.md §3: a request passes if it matches no deny rule and some allow
-//! rule; host patterns, methods, ports, globs, regexes fully matched on the canonical path
-//! plus `?query`). Requests are canonicalised by the real canonicaliser. The thing under
-//! test is the importer: the probe only reads what it produced.
+//! semantics (docs/policy.md "Matching": a request passes if it matches no deny rule and
+//! some allow rule; host patterns, methods, ports, globs, regexes fully matched on the
+//! canonical path plus `?query`). Requests are canonicalised by the real canonicaliser. The
+//! thing under test is the importer: the probe only reads what it produced.
 
 use std::path::PathBuf;
 

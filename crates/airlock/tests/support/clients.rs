@@ -207,7 +207,7 @@ pub fn curl(proxy: &Proxy, pki: &TestPki, request: &CurlRequest<'_>) -> CurlResp
     let scratch = tempfile::tempdir().expect("curl tempdir");
     let body_file = scratch.path().join("body");
     let header_file = scratch.path().join("headers");
-    let mut command = Command::new("curl");
+    let mut command = crate::support::tool("curl");
     command
         .arg("-q")
         .args(["-sS", "--max-time", "25"])
@@ -285,7 +285,7 @@ pub fn python_urllib(
         .iter()
         .map(|(n, v)| (n.to_string(), Value::String(v.to_string())))
         .collect();
-    let mut command = Command::new("python3");
+    let mut command = crate::support::tool("python3");
     command
         .arg("-c")
         .arg(URLLIB_SCRIPT)
@@ -311,7 +311,7 @@ pub fn python_urllib(
 
 /// Runs `git ARGS` in `cwd` with a clean, non-interactive environment; at most 60 s.
 pub fn git(cwd: &Path, args: &[&str]) -> BoundedOutput {
-    let mut command = Command::new("git");
+    let mut command = crate::support::tool("git");
     command
         .current_dir(cwd)
         .args(args)

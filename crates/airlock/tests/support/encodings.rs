@@ -1,6 +1,6 @@
-//! The encodings a secret value may take in output (PRODUCT.md §6 "Response scrubbing"):
-//! base64 (standard and URL-safe, with and without padding, and the part of it that
-//! survives inside a larger encoded text such as `user:VALUE` in Basic auth),
+//! The encodings a secret value may take in output (docs/secrets.md "What happens to a
+//! request"): base64 (standard and URL-safe, with and without padding, and the part of it
+//! that survives inside a larger encoded text such as `user:VALUE` in Basic auth),
 //! percent-encoding and JSON string escaping. Written out here, independently of the
 //! proxy's code, so that the leak tests do not share the implementation they check.
 

@@ -31,7 +31,7 @@ pub struct FixtureServer {
 impl FixtureServer {
     /// Starts the git server for the repositories under `project_root`.
     pub fn git(pki: &TestPki, project_root: &Path) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}git_https_server.py"))
             .arg(project_root)
@@ -44,7 +44,7 @@ impl FixtureServer {
     /// every request: 401 with `WWW-Authenticate: Basic` otherwise. Its `HIT` lines end
     /// with `host=HOST auth=none|ok|wrong|malformed`.
     pub fn git_with_password(pki: &TestPki, project_root: &Path, password: &str) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}git_https_server.py"))
             .arg(project_root)
@@ -57,7 +57,7 @@ impl FixtureServer {
     /// Starts a PEP 503 package index serving one wheel of `demo-pkg` 1.0, built under
     /// `root`.
     pub fn package_index(pki: &TestPki, root: &Path) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}package_index.py"))
             .arg(root)
@@ -73,7 +73,7 @@ impl FixtureServer {
 
     /// The WebSocket echo server listening on `address:port` (port 0: any free port).
     pub fn websocket_at(pki: &TestPki, address: &str, port: u16) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}ws_echo_server.py"))
             .arg(&pki.upstream_leaf_cert)
@@ -85,7 +85,7 @@ impl FixtureServer {
 
     /// Starts the MCP server (Streamable HTTP on `/mcp`, old HTTP+SSE on `/sse`).
     pub fn mcp(pki: &TestPki) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}mcp_server.py"))
             .arg(&pki.upstream_leaf_cert)
@@ -101,7 +101,7 @@ impl FixtureServer {
     /// The body-recording server listening on `address:port` (port 0: any free port; a
     /// fixed 443 stands in for hosts whose rules use the default ports).
     pub fn body_echo_at(pki: &TestPki, address: &str, port: u16) -> FixtureServer {
-        let mut command = Command::new("python3");
+        let mut command = crate::support::tool("python3");
         command
             .arg(format!("{FIXTURES}body_echo_server.py"))
             .arg(&pki.upstream_leaf_cert)

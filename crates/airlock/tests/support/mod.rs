@@ -13,19 +13,21 @@ pub mod pki;
 pub mod proxy;
 pub mod raw;
 pub mod test_user;
+pub mod tools;
 pub mod upstream;
 
 pub use clients::{CurlRequest, HttpVersion, curl, curl_get, python_urllib, run_bounded};
 pub use pki::TestPki;
 pub use proxy::{Proxy, ProxyBuilder};
 pub use raw::RawResponse;
+pub use tools::{need, need_all, tool};
 pub use upstream::{Upstream, pattern_bytes};
 
 use serde_json::Value;
 
-/// The body fields of a §4 refusal, as a test expects them.
+/// The body fields of a refusal (docs/contract.md §4), as a test expects them.
 pub struct ExpectedRefusal<'a> {
-    /// One of the §4 reasons.
+    /// One of the reasons of docs/contract.md §4.
     pub reason: &'a str,
     /// The request method the proxy saw.
     pub method: &'a str,
@@ -35,8 +37,9 @@ pub struct ExpectedRefusal<'a> {
     pub path: Option<&'a str>,
 }
 
-/// Asserts a response is a §4 refusal: status 403, `content-type: application/json`,
-/// `x-airlock-decision: deny`, and a body with exactly the §4 keys.
+/// Asserts a response is a refusal of docs/contract.md §4: status 403,
+/// `content-type: application/json`, `x-airlock-decision: deny`, and a body with exactly
+/// its keys.
 pub fn assert_refusal(
     status: u16,
     headers: &[(String, String)],
@@ -111,7 +114,8 @@ pub fn audit_lines_for<'a>(
 }
 
 /// Asserts `rule` is the id `expected` (e.g. `network.deny[0]`), alone or prefixed by its
-/// source (`policy1.yaml:network.deny[0]`) as PRODUCT.md §6 allows when sources combine.
+/// source (`policy1.yaml:network.deny[0]`) as docs/contract.md §3 allows when sources
+/// combine.
 pub fn assert_rule_id(rule: &Value, expected: &str) {
     let text = rule
         .as_str()
@@ -122,7 +126,7 @@ pub fn assert_rule_id(rule: &Value, expected: &str) {
     );
 }
 
-/// Asserts the fields every `http` audit line carries (PRODUCT.md §5/§6).
+/// Asserts the fields every `http` audit line carries (docs/contract.md §5).
 pub fn assert_http_audit_shape(line: &Value) {
     let ts = line["ts"].as_str().unwrap_or_default();
     assert!(

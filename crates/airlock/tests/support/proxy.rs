@@ -318,7 +318,7 @@ impl Proxy {
     /// Sends SIGTERM and waits at most `timeout` for the exit; `None` when it did not exit
     /// (then it is killed on drop).
     pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let sent = Command::new("kill")
+        let sent = crate::support::tool("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .expect("run kill");

@@ -388,7 +388,7 @@ impl GitSetup {
 
     /// The subject of `reference`'s last commit in the git directory `git_dir`.
     pub fn subject(git_dir: &Path, reference: &str) -> String {
-        let output = Command::new("git")
+        let output = crate::support::tool("git")
             .arg("--git-dir")
             .arg(git_dir)
             .args(["log", "-1", "--format=%s", reference])

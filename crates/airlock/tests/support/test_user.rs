@@ -28,8 +28,7 @@ pub const HOME_CANARIES: [&str; 12] = [
 
 /// The uid to switch to, when the tests run as root and one is asked for.
 pub fn uid() -> Option<u32> {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     let uid = std::env::var(UID_VARIABLE).ok()?.parse::<u32>().ok()?;
     (root && uid != 0).then_some(uid)
 }
