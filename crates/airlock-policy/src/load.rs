@@ -318,6 +318,7 @@ const PROVIDER_KEYS: &[&str] = &["web_tools"];
 const NETWORK_KEYS: &[&str] = &["allow", "deny", "tls_passthrough"];
 const RULE_KEYS: &[&str] = &[
     "host",
+    "host_regex",
     "cidr",
     "methods",
     "paths",
@@ -664,28 +665,40 @@ impl Checker<'_> {
     /// One `network.allow` / `network.deny` entry.
     fn rule(&mut self, node: &Node, id: String) -> Option<Rule> {
         let fields = self.fields(node, &id, RULE_KEYS)?;
-        let target = match (fields.get("host"), fields.get("cidr")) {
-            (Some(_), Some(_)) => {
-                let pos = fields.key_pos("cidr").unwrap_or(fields.pos);
-                self.error(
-                    pos,
-                    format!("{id}: give either `host` or `cidr`, not both: write two rules"),
-                );
-                None
-            }
-            (None, None) => {
+        let target = match (
+            fields.get("host"),
+            fields.get("host_regex"),
+            fields.get("cidr"),
+        ) {
+            (Some(host), None, None) => self
+                .rule_host(host, &format!("{id}.host"))
+                .map(Target::Host),
+            (None, Some(regex), None) => self
+                .host_regex(regex, &format!("{id}.host_regex"))
+                .map(Target::HostRegex),
+            (None, None, Some(cidr)) => self.cidr(cidr, &format!("{id}.cidr")).map(Target::Cidr),
+            (None, None, None) => {
                 self.error(
                     fields.pos,
                     format!(
-                        "{id}: a rule needs `host: NAME` or `cidr: ADDRESS/PREFIX` to say what it is about"
+                        "{id}: a rule needs `host: NAME` or `cidr: ADDRESS/PREFIX` (or `host_regex: REGEX`) to say what it is about"
                     ),
                 );
                 None
             }
-            (Some(host), None) => self
-                .rule_host(host, &format!("{id}.host"))
-                .map(Target::Host),
-            (None, Some(cidr)) => self.cidr(cidr, &format!("{id}.cidr")).map(Target::Cidr),
+            (_, regex, _) => {
+                let (key, message) = if regex.is_some() {
+                    ("host_regex", "either `host_regex` or `host`/`cidr`")
+                } else {
+                    ("cidr", "either `host` or `cidr`")
+                };
+                let pos = fields.key_pos(key).unwrap_or(fields.pos);
+                self.error(
+                    pos,
+                    format!("{id}: give {message}, not both: write two rules"),
+                );
+                None
+            }
         };
         let methods = fields
             .get("methods")
@@ -786,6 +799,18 @@ impl Checker<'_> {
             return Some(HostPattern::Any);
         }
         self.host(node, what)
+    }
+
+    /// A rule's `host_regex` (string, checked by [`rule::check_host_regex`]).
+    fn host_regex(&mut self, node: &Node, what: &str) -> Option<String> {
+        let text = self.non_empty_string(node, what)?;
+        match rule::check_host_regex(text) {
+            Ok(()) => Some(text.to_owned()),
+            Err(problem) => {
+                self.error(node.pos, format!("{what} `{}`: {problem}", shown(text)));
+                None
+            }
+        }
     }
 
     /// A host pattern (string).
@@ -1398,7 +1423,7 @@ fn passthrough_allowed(host: &HostPattern, allow: &[Rule]) -> bool {
     allow.iter().any(|rule| match (&rule.target, host) {
         (Target::Host(allowed), _) => host_covers(allowed, host),
         (Target::Cidr(net), HostPattern::Ip(addr)) => net.contains(addr),
-        (Target::Cidr(_), _) => false,
+        (Target::Cidr(_) | Target::HostRegex(_), _) => false,
     })
 }
 

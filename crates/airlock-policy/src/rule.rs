@@ -198,6 +198,28 @@ pub fn check_path_regex(text: &str) -> Result<(), ValueError> {
     }
 }
 
+/// Check a `host_regex` (the same syntax and size limit as `path_regex`; compiled
+/// case-insensitively by [`host_regex`]). The text must compile on its own, so that no
+/// unbalanced `)` can escape the anchoring group.
+pub fn check_host_regex(text: &str) -> Result<(), ValueError> {
+    check_path_regex(text)?;
+    match host_regex(text) {
+        Ok(_) => Ok(()),
+        Err(regex::Error::CompiledTooBig(_)) => Err(ValueError::RegexTooBig),
+        Err(regex::Error::Syntax(message)) => Err(ValueError::RegexSyntax(regex_summary(&message))),
+        Err(other) => Err(ValueError::RegexSyntax(other.to_string())),
+    }
+}
+
+/// Compile a `host_regex` for matching: anchored (`^(?:re)$`), case-insensitive (host
+/// names are), within [`REGEX_SIZE_LIMIT`].
+pub fn host_regex(text: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{text})$"))
+        .case_insensitive(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
 /// The one-line gist of the regex crate's multi-line syntax error.
 fn regex_summary(message: &str) -> String {
     message
