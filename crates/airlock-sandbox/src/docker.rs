@@ -678,9 +678,94 @@ fn check_key(key: &str, what: &str) -> Result<(), DockerError> {
     Ok(())
 }
 
+/// The shell status for a `docker exec` that ended with `status` after writing
+/// `first_line` (the first line of its standard output or error), when the container runtime could not start the command: 127 when it
+/// was not found (the runtime's `executable file not found in $PATH`, or `no such file or
+/// directory` / `not a directory` for a path), 126 when it exists but cannot be run
+/// (`permission denied`, `exec format error`, ...), as a shell, the local sandbox and
+/// `airlock run` say. `None` (keep the status) for anything else: the command's own 126,
+/// or a runtime failure that is not about the program, such as a missing working directory.
+///
+/// Docker (runc) reports every such failure as status 126 with one line, `OCI runtime exec
+/// failed: exec failed: unable to start container process: exec: "PROGRAM": REASON:
+/// unknown` (on standard output with Docker 20.10, CR-terminated); Podman (crun) already answers 127 or 126 with
+/// `executable file `PROGRAM` not found`.
+pub fn exec_failure_status(status: i32, first_line: &str) -> Option<i32> {
+    if status != 126 && status != 127 {
+        return None;
+    }
+    let line = first_line.trim();
+    let reason = if let Some(at) = line.find("unable to start container process: exec: \"") {
+        &line[at..]
+    } else if line.contains("executable file `") {
+        line
+    } else {
+        return None;
+    };
+    let reason = reason.to_ascii_lowercase();
+    let not_found = [
+        "executable file not found",
+        "not found in $path",
+        "no such file or directory",
+        "not a directory",
+    ]
+    .iter()
+    .any(|needle| reason.contains(needle));
+    Some(if not_found { 127 } else { 126 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_failures_get_a_shells_status() {
+        let runc = |reason: &str| {
+            format!(
+                "OCI runtime exec failed: exec failed: unable to start container process: exec: \"x\": {reason}: unknown"
+            )
+        };
+        assert_eq!(
+            exec_failure_status(126, &runc("executable file not found in $PATH")),
+            Some(127)
+        );
+        let with_cr = format!("{}\r", runc("permission denied"));
+        assert_eq!(exec_failure_status(126, &with_cr), Some(126));
+        assert_eq!(
+            exec_failure_status(126, &runc("stat /nope: no such file or directory")),
+            Some(127)
+        );
+        assert_eq!(
+            exec_failure_status(126, &runc("stat /a/b: not a directory")),
+            Some(127)
+        );
+        assert_eq!(
+            exec_failure_status(126, &runc("permission denied")),
+            Some(126)
+        );
+        assert_eq!(
+            exec_failure_status(126, &runc("exec format error")),
+            Some(126)
+        );
+        assert_eq!(
+            exec_failure_status(
+                127,
+                "Error: crun: executable file `nope` not found in $PATH: No such file or directory: OCI runtime attempted to invoke a command that was not found"
+            ),
+            Some(127)
+        );
+        // The command's own 126, a missing working directory, other statuses: kept.
+        assert_eq!(exec_failure_status(126, "sh: cannot run it"), None);
+        assert_eq!(
+            exec_failure_status(
+                126,
+                "OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/x\") set in config.json failed: no such file or directory: unknown"
+            ),
+            None
+        );
+        assert_eq!(exec_failure_status(1, &runc("permission denied")), None);
+        assert_eq!(exec_failure_status(126, ""), None);
+    }
 
     fn engine_without_init() -> Docker {
         Docker {
