@@ -17,6 +17,7 @@ use crate::json_deny::{self, JsonDeny, check_value_glob};
 use crate::model::{
     HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
 };
+use crate::presets;
 use crate::providers::{PROVIDER_NAMES, Provider};
 use crate::rule;
 
@@ -328,6 +329,7 @@ const RULE_KEYS: &[&str] = &[
 ];
 const JSON_DENY_KEYS: &[&str] = &["path", "values"];
 const SECRET_KEYS: &[&str] = &[
+    "preset",
     "env",
     "file",
     "value",
@@ -974,12 +976,17 @@ impl Checker<'_> {
     fn secret(&mut self, name: &str, node: &Node) -> Option<Secret> {
         let what = format!("secrets.{}", shown(name));
         let fields = self.fields(node, &what, SECRET_KEYS)?;
+        let preset = fields
+            .get("preset")
+            .map(|node| self.preset(node, &format!("{what}.preset")));
         let given: Vec<&str> = SECRET_SOURCES
             .iter()
             .copied()
             .filter(|key| fields.get(key).is_some())
             .collect();
         let source = match given.as_slice() {
+            // A preset without a source reads the variable the secret is named after.
+            [] if preset.is_some() => Some(SecretSource::Env(name.to_owned())),
             [] => {
                 self.error(
                     fields.pos,
@@ -1000,6 +1007,16 @@ impl Checker<'_> {
             }
         };
         let hosts = match fields.get("hosts") {
+            None if preset.is_some() => preset
+                .flatten()
+                .map(|preset| {
+                    preset
+                        .hosts
+                        .iter()
+                        .map(|host| rule::parse_host_pattern(host).expect("preset hosts parse"))
+                        .collect()
+                })
+                .unwrap_or_default(),
             None => {
                 self.error(
                     fields.pos,
@@ -1029,9 +1046,12 @@ impl Checker<'_> {
                 hosts
             }
         };
-        let headers = fields
-            .get("headers")
-            .and_then(|node| self.header_names(node, &format!("{what}.headers")));
+        let headers = match fields.get("headers") {
+            Some(node) => self.header_names(node, &format!("{what}.headers")),
+            None => preset
+                .flatten()
+                .map(|preset| preset.headers.iter().map(|h| (*h).to_owned()).collect()),
+        };
         let inject = fields
             .get("inject")
             .and_then(|node| self.inject(node, &format!("{what}.inject")));
@@ -1071,6 +1091,9 @@ impl Checker<'_> {
                 }
             })
             .unwrap_or(false);
+        if let Some(None) = preset {
+            return None;
+        }
         Some(Secret {
             name: name.to_owned(),
             source: source?,
@@ -1081,6 +1104,27 @@ impl Checker<'_> {
             body,
             foreign_allowed,
         })
+    }
+
+    /// A secret's `preset` (see [`crate::presets`]): `None` after reporting an unknown name.
+    fn preset(&mut self, node: &Node, what: &str) -> Option<&'static presets::Preset> {
+        let text = self.string(node, what)?;
+        let found = presets::preset(text);
+        if found.is_none() {
+            let names: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
+            let hint = nearest(text, &names)
+                .map(|name| format!(" (did you mean `{name}`?)"))
+                .unwrap_or_default();
+            self.error(
+                node.pos,
+                format!(
+                    "{what} `{}` is not a preset{hint}: use one of {}, or give `hosts` (and `headers`) yourself",
+                    shown(text),
+                    presets::names()
+                ),
+            );
+        }
+        found
     }
 
     /// The one source key of a secret. A literal `value` is never repeated in a message.
