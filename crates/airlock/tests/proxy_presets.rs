@@ -3,7 +3,10 @@
 //! api.anthropic.com and api.openai.com (`--resolve`, `--upstream-ca`), driven by curl in
 //! the forms the official SDKs send: the surrogate is swapped for the real key in
 //! `X-Api-Key` and in `Authorization: Bearer`, a key of the agent's own in either header
-//! is refused `foreign_credential`, and the real key shows nowhere but upstream.
+//! is refused `foreign_credential`, and the real key shows nowhere but upstream. The
+//! current `anthropic` Python SDK from PyPI (installed once into a venv under the target
+//! directory; the test fails, saying why, without python3 or PyPI) does the same through
+//! the proxy with ANTHROPIC_API_KEY and with ANTHROPIC_AUTH_TOKEN.
 
 mod support;
 
@@ -125,5 +128,120 @@ fn the_openai_preset_swaps_bearer_and_pins_the_account() {
         1,
         "refused requests never reach upstream"
     );
+    assert_real_keys_never_shown(&proxy);
+}
+
+/// A virtual environment with the current `anthropic` SDK from PyPI, made once under the
+/// target directory and reused; fails the test, saying why, when python3 or PyPI is not
+/// available.
+fn anthropic_sdk_python() -> std::path::PathBuf {
+    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("anthropic-sdk-venv");
+    let python = venv.join("bin/python");
+    let ready = |python: &std::path::Path| {
+        std::process::Command::new(python)
+            .args(["-c", "import anthropic"])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    if ready(&python) {
+        return python;
+    }
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs `python3` (with venv) on PATH: {e}"));
+    assert!(made.status.success(), "python3 -m venv failed: {made:?}");
+    let installed = std::process::Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "anthropic",
+        ])
+        .output()
+        .expect("run pip");
+    assert!(
+        installed.status.success() && ready(&python),
+        "this test needs the `anthropic` package from PyPI; pip install failed: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    python
+}
+
+/// Drives `client.messages.create` of the real SDK through the proxy; the SDK finds its
+/// credential in `env` (ANTHROPIC_API_KEY → `X-Api-Key`, ANTHROPIC_AUTH_TOKEN →
+/// `Authorization: Bearer`).
+const SDK_SCRIPT: &str = r#"
+import os, sys, anthropic
+client = anthropic.Anthropic(base_url=os.environ["SDK_BASE_URL"], max_retries=0, timeout=20)
+try:
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=16,
+        messages=[{"role": "user", "content": "hello"}],
+    )
+except Exception as error:  # the echo server's answer is no Message; only the request matters
+    print(f"sdk: {type(error).__name__}: {error}", file=sys.stderr)
+print("SDK", anthropic.__version__)
+"#;
+
+#[test]
+fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
+    let python = anthropic_sdk_python();
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let base_url = format!("https://api.anthropic.com:{}", upstream.port());
+    // Which header carries which variable is the SDK's choice (2.14 sends ANTHROPIC_API_KEY
+    // as `Authorization: Bearer`, older ones as `X-Api-Key`): whichever it is, the upstream
+    // must get the real key in it and the surrogate nowhere.
+    for variable in ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"] {
+        let before = upstream.hit_count();
+        let output = std::process::Command::new(&python)
+            .args(["-c", SDK_SCRIPT])
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("ANTHROPIC_AUTH_TOKEN")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .env(variable, ANTHROPIC_SURROGATE)
+            .env("SDK_BASE_URL", &base_url)
+            .env("HTTPS_PROXY", proxy.url())
+            .env("SSL_CERT_FILE", &pki.proxy_ca_cert)
+            .output()
+            .expect("run the SDK");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stdout.contains("SDK "), "{stdout}\n{stderr}");
+        let hits = upstream.hits();
+        assert_eq!(hits.len(), before + 1, "{variable}: {stderr}");
+        let hit = hits.last().unwrap();
+        assert_eq!(
+            (hit.method.as_str(), hit.target.as_str()),
+            ("POST", "/v1/messages")
+        );
+        let credentials: Vec<String> = ["x-api-key", "authorization"]
+            .iter()
+            .flat_map(|name| hit.header_values(name))
+            .collect();
+        let bearer = format!("Bearer {ANTHROPIC_REAL}");
+        assert!(
+            !credentials.is_empty()
+                && credentials
+                    .iter()
+                    .all(|value| value == ANTHROPIC_REAL || value == &bearer),
+            "{variable}: {hit:?}"
+        );
+        assert!(
+            !hit.headers
+                .iter()
+                .any(|(_, v)| v.contains(ANTHROPIC_SURROGATE)),
+            "{variable}: the surrogate reached the upstream: {hit:?}"
+        );
+        assert!(
+            !stderr.contains(ANTHROPIC_REAL),
+            "the real key reached the SDK: {stderr}"
+        );
+    }
     assert_real_keys_never_shown(&proxy);
 }
