@@ -597,15 +597,24 @@ impl Checker<'_> {
                 }
             };
             let api_host = HostPattern::Exact(provider.api_host().to_owned());
+            // Every header the provider takes a key in must be checked: all of them (no
+            // `headers`), or at least those of the provider's preset.
+            let preset_headers = presets::preset(provider.name()).map_or(&[][..], |p| p.headers);
             let pinned = secrets.iter().any(|secret| {
                 !secret.foreign_allowed
-                    && secret.headers.is_none()
+                    && secret.headers.as_ref().is_none_or(|headers| {
+                        !preset_headers.is_empty()
+                            && preset_headers
+                                .iter()
+                                .all(|needed| headers.iter().any(|h| h == needed))
+                    })
                     && secret.hosts.iter().any(|host| host_covers(host, &api_host))
             });
             if !pinned {
                 let message = format!(
-                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `hosts: [{}]` (without `foreign: allow` or `headers`, so every credential header is checked)",
+                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `preset: {}`, or with `hosts: [{}]` (without `foreign: allow` or `headers`, so every credential header is checked)",
                     provider.api_host(),
+                    provider.name(),
                     provider.api_host()
                 );
                 self.error(key_pos, message);

@@ -186,3 +186,36 @@ fn the_shipped_example_uses_presets_and_loads() {
         Some(vec!["x-api-key".to_owned(), "authorization".to_owned()])
     );
 }
+
+#[test]
+fn a_preset_secret_pins_its_provider_bundle() {
+    for provider in ["anthropic", "openai"] {
+        let text = format!(
+            "version: 1\nsecrets:\n  KEY: {{preset: {provider}}}\nproviders:\n  {provider}: true\n"
+        );
+        let policy = load(&text);
+        assert!(
+            policy
+                .network
+                .allow
+                .iter()
+                .any(|rule| rule.id.starts_with(&format!("providers.{provider}"))),
+            "{policy:?}"
+        );
+    }
+    // Narrower than the preset: the agent could bring its own key in the other header.
+    let error = errors(
+        "version: 1\nsecrets:\n  KEY: {preset: anthropic, headers: [x-api-key]}\nproviders:\n  anthropic: true\n",
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("add a secret with `preset: anthropic`"),
+        "{error}"
+    );
+    // The preset of another service does not pin this one.
+    let error = errors(
+        "version: 1\nsecrets:\n  KEY: {preset: openai, hosts: [api.anthropic.com]}\nproviders:\n  anthropic: true\n",
+    );
+    assert!(error.to_string().contains("providers.anthropic"), "{error}");
+}
