@@ -4,9 +4,9 @@
 //! the forms the official SDKs send: the surrogate is swapped for the real key in
 //! `X-Api-Key` and in `Authorization: Bearer`, a key of the agent's own in either header
 //! is refused `foreign_credential`, and the real key shows nowhere but upstream. The
-//! current `anthropic` Python SDK from PyPI (installed once into a venv under the target
-//! directory; the test fails, saying why, without python3 or PyPI) does the same through
-//! the proxy with ANTHROPIC_API_KEY and with ANTHROPIC_AUTH_TOKEN.
+//! current `anthropic` and `openai` Python SDKs from PyPI (installed once into a venv under
+//! the target directory; the tests fail, saying why, without python3 or PyPI) do the same
+//! through the proxy (Anthropic with ANTHROPIC_API_KEY and with ANTHROPIC_AUTH_TOKEN).
 
 mod support;
 
@@ -131,15 +131,22 @@ fn the_openai_preset_swaps_bearer_and_pins_the_account() {
     assert_real_keys_never_shown(&proxy);
 }
 
-/// A virtual environment with the current `anthropic` SDK from PyPI, made once under the
-/// target directory and reused; fails the test, saying why, when python3 or PyPI is not
-/// available.
-fn anthropic_sdk_python() -> std::path::PathBuf {
-    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("anthropic-sdk-venv");
+/// A virtual environment with the current `anthropic` and `openai` SDKs from PyPI, made
+/// once under the target directory and reused; fails the test, saying why, when python3 or
+/// PyPI is not available.
+fn sdk_python() -> std::path::PathBuf {
+    // One installation for the tests of this binary, which run in parallel.
+    static PYTHON: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(install_sdks).clone()
+}
+
+/// [`sdk_python`]'s work.
+fn install_sdks() -> std::path::PathBuf {
+    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("provider-sdk-venv");
     let python = venv.join("bin/python");
     let ready = |python: &std::path::Path| {
         std::process::Command::new(python)
-            .args(["-c", "import anthropic"])
+            .args(["-c", "import anthropic, openai"])
             .output()
             .is_ok_and(|output| output.status.success())
     };
@@ -158,12 +165,13 @@ fn anthropic_sdk_python() -> std::path::PathBuf {
             "--quiet",
             "--disable-pip-version-check",
             "anthropic",
+            "openai",
         ])
         .output()
         .expect("run pip");
     assert!(
         installed.status.success() && ready(&python),
-        "this test needs the `anthropic` package from PyPI; pip install failed: {}",
+        "this test needs the `anthropic` and `openai` packages from PyPI; pip install failed: {}",
         String::from_utf8_lossy(&installed.stderr)
     );
     python
@@ -188,7 +196,7 @@ print("SDK", anthropic.__version__)
 
 #[test]
 fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
-    let python = anthropic_sdk_python();
+    let python = sdk_python();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let proxy = start(&pki, &upstream);
@@ -243,5 +251,58 @@ fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
             "the real key reached the SDK: {stderr}"
         );
     }
+    assert_real_keys_never_shown(&proxy);
+}
+
+/// Drives `client.chat.completions.create` of the real OpenAI SDK through the proxy, with
+/// OPENAI_API_KEY in its environment.
+const OPENAI_SDK_SCRIPT: &str = r#"
+import os, sys, openai
+client = openai.OpenAI(base_url=os.environ["SDK_BASE_URL"], max_retries=0, timeout=20)
+try:
+    client.chat.completions.create(
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": "hello"}]
+    )
+except Exception as error:  # the echo server's answer is no completion
+    print(f"sdk: {type(error).__name__}: {error}", file=sys.stderr)
+print("SDK", openai.__version__)
+"#;
+
+#[test]
+fn the_real_openai_sdk_gets_its_key_swapped_in() {
+    let python = sdk_python();
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = start(&pki, &upstream);
+    let output = std::process::Command::new(&python)
+        .args(["-c", OPENAI_SDK_SCRIPT])
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env("OPENAI_API_KEY", OPENAI_SURROGATE)
+        .env(
+            "SDK_BASE_URL",
+            format!("https://api.openai.com:{}/v1", upstream.port()),
+        )
+        .env("HTTPS_PROXY", proxy.url())
+        .env("SSL_CERT_FILE", &pki.proxy_ca_cert)
+        .output()
+        .expect("run the SDK");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stdout.contains("SDK "), "{stdout}\n{stderr}");
+    let hits = upstream.hits();
+    assert_eq!(hits.len(), 1, "{stderr}");
+    assert_eq!(
+        (hits[0].method.as_str(), hits[0].target.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        hits[0].header_values("authorization"),
+        vec![format!("Bearer {OPENAI_REAL}")],
+        "{:?}",
+        hits[0]
+    );
+    assert!(!stderr.contains(OPENAI_REAL), "{stderr}");
     assert_real_keys_never_shown(&proxy);
 }
