@@ -96,10 +96,11 @@ pub(crate) fn new_exec_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Maps a client's status and its first line of standard error to the command's shell
-/// status when the client reports, in its own words, that the command could not be
-/// started (`docker exec`: [`crate::docker::exec_failure_status`]).
-pub(crate) type StartFailure = fn(i32, &str) -> Option<i32>;
+/// Maps a client's status, the program asked for and the first line of one of the
+/// client's streams to the command's shell status when the client reports, in its own
+/// words, that the command could not be started (`docker exec`:
+/// [`crate::docker::exec_failure_status`]).
+pub(crate) type StartFailure = fn(i32, &str, &str) -> Option<i32>;
 
 /// Spawns `command` (environment, program and arguments already set; its standard streams
 /// are set here) and streams it. `exec_id` must be in the command's environment.
@@ -187,6 +188,7 @@ pub(crate) fn stream_with(
         ));
     }
     let timeout = request.timeout;
+    let program = request.argv.first().cloned().unwrap_or_default();
     std::thread::spawn(move || {
         let (mut status, timed_out, usage_report) = wait_for(&child, timeout, &exec_id, started);
         let deadline = Instant::now() + OUTPUT_GRACE;
@@ -200,7 +202,7 @@ pub(crate) fn stream_with(
             && let Some(corrected) = first_lines
                 .iter()
                 .filter_map(|first| first.get())
-                .find_map(|line| classify(status, line))
+                .find_map(|line| classify(status, &program, line))
         {
             status = corrected;
         }

@@ -111,10 +111,18 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
     assert_eq!(run.report["exit"], 5, "{run:?}");
 
     // A command that cannot be started gets a shell's status, as in the local sandbox and
-    // `airlock run`: 127 not found (by name or by path), 126 not executable; a command's
-    // own 126 and 127 stay what they are.
+    // `airlock run`: 127 not found (by name, by path, or its script's interpreter), 126 not
+    // executable (no permission, a directory, not a program); a command's own 126 and 127
+    // stay what they are.
+    let made = home.exec_json(
+        "box",
+        "printf '#!/no/such/interpreter\\n' > /tmp/orphan-script; printf '\\001\\002junk' > /tmp/junk-binary; chmod +x /tmp/orphan-script /tmp/junk-binary",
+    );
+    assert_eq!(made.report["exit"], 0, "{made:?}");
     for (argv, expected) in [
         (&["no-such-command-airlock"][..], 127),
+        (&["/tmp/orphan-script"][..], 127),
+        (&["/tmp/junk-binary"][..], 126),
         (&["/no/such/program"][..], 127),
         (&["/etc/passwd"][..], 126),
         (&["/tmp"][..], 126),
