@@ -8,6 +8,8 @@
 //! the target directory; the tests fail, saying why, without python3 or PyPI) do the same
 //! through the proxy (Anthropic with ANTHROPIC_API_KEY and with ANTHROPIC_AUTH_TOKEN).
 
+#[path = "support/sdk.rs"]
+mod sdk;
 mod support;
 
 use support::{ExpectedRefusal, Proxy, ProxyBuilder, TestPki, Upstream, assert_refusal, curl_get};
@@ -131,72 +133,9 @@ fn the_openai_preset_swaps_bearer_and_pins_the_account() {
     assert_real_keys_never_shown(&proxy);
 }
 
-/// A virtual environment with the current `anthropic` and `openai` SDKs from PyPI, made
-/// once under the target directory and reused; fails the test, saying why, when python3 or
-/// PyPI is not available.
-fn sdk_python() -> std::path::PathBuf {
-    // One installation for the tests of this binary, which run in parallel.
-    static PYTHON: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(install_sdks).clone()
-}
-
-/// [`sdk_python`]'s work.
-fn install_sdks() -> std::path::PathBuf {
-    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("provider-sdk-venv");
-    let python = venv.join("bin/python");
-    let ready = |python: &std::path::Path| {
-        std::process::Command::new(python)
-            .args(["-c", "import anthropic, openai"])
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    if ready(&python) {
-        return python;
-    }
-    let made = std::process::Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs `python3` (with venv) on PATH: {e}"));
-    assert!(made.status.success(), "python3 -m venv failed: {made:?}");
-    let installed = std::process::Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "anthropic",
-            "openai",
-        ])
-        .output()
-        .expect("run pip");
-    assert!(
-        installed.status.success() && ready(&python),
-        "this test needs the `anthropic` and `openai` packages from PyPI; pip install failed: {}",
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    python
-}
-
-/// Drives `client.messages.create` of the real SDK through the proxy; the SDK finds its
-/// credential in `env` (ANTHROPIC_API_KEY → `X-Api-Key`, ANTHROPIC_AUTH_TOKEN →
-/// `Authorization: Bearer`).
-const SDK_SCRIPT: &str = r#"
-import os, sys, anthropic
-client = anthropic.Anthropic(base_url=os.environ["SDK_BASE_URL"], max_retries=0, timeout=20)
-try:
-    client.messages.create(
-        model="claude-sonnet-4-5",
-        max_tokens=16,
-        messages=[{"role": "user", "content": "hello"}],
-    )
-except Exception as error:  # the echo server's answer is no Message; only the request matters
-    print(f"sdk: {type(error).__name__}: {error}", file=sys.stderr)
-print("SDK", anthropic.__version__)
-"#;
-
 #[test]
 fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
-    let python = sdk_python();
+    let python = sdk::sdk_python();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let proxy = start(&pki, &upstream);
@@ -207,7 +146,7 @@ fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
     for variable in ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"] {
         let before = upstream.hit_count();
         let output = std::process::Command::new(&python)
-            .args(["-c", SDK_SCRIPT])
+            .args(["-c", sdk::ANTHROPIC_SCRIPT])
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("NO_PROXY")
@@ -254,28 +193,14 @@ fn the_real_anthropic_sdk_gets_its_key_swapped_in_either_form() {
     assert_real_keys_never_shown(&proxy);
 }
 
-/// Drives `client.chat.completions.create` of the real OpenAI SDK through the proxy, with
-/// OPENAI_API_KEY in its environment.
-const OPENAI_SDK_SCRIPT: &str = r#"
-import os, sys, openai
-client = openai.OpenAI(base_url=os.environ["SDK_BASE_URL"], max_retries=0, timeout=20)
-try:
-    client.chat.completions.create(
-        model="gpt-4.1-mini", messages=[{"role": "user", "content": "hello"}]
-    )
-except Exception as error:  # the echo server's answer is no completion
-    print(f"sdk: {type(error).__name__}: {error}", file=sys.stderr)
-print("SDK", openai.__version__)
-"#;
-
 #[test]
 fn the_real_openai_sdk_gets_its_key_swapped_in() {
-    let python = sdk_python();
+    let python = sdk::sdk_python();
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let proxy = start(&pki, &upstream);
     let output = std::process::Command::new(&python)
-        .args(["-c", OPENAI_SDK_SCRIPT])
+        .args(["-c", sdk::OPENAI_SCRIPT])
         .env_remove("OPENAI_BASE_URL")
         .env_remove("NO_PROXY")
         .env_remove("no_proxy")
