@@ -231,3 +231,25 @@ fn the_real_openai_sdk_gets_its_key_swapped_in() {
     assert!(!stderr.contains(OPENAI_REAL), "{stderr}");
     assert_real_keys_never_shown(&proxy);
 }
+
+#[test]
+fn the_secret_shorthand_takes_a_preset() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("api.anthropic.com:{}", upstream.port()))
+        .resolve_loopback("api.anthropic.com")
+        .secret(&format!(
+            "ANTHROPIC_API_KEY={ANTHROPIC_SURROGATE}={ANTHROPIC_REAL}@preset:anthropic"
+        ))
+        .start();
+    let url = format!("https://api.anthropic.com:{}/echo/short", upstream.port());
+    let bearer = format!("Authorization: Bearer {ANTHROPIC_SURROGATE}");
+    let response = curl_get(&proxy, &pki, &url, &[&bearer]);
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(
+        upstream.hits()[0].header_values("authorization"),
+        vec![format!("Bearer {ANTHROPIC_REAL}")]
+    );
+    assert_real_keys_never_shown(&proxy);
+}
