@@ -576,10 +576,17 @@ mod tests {
         }
 
         #[test]
-        fn a_range_is_inclusive(low in any::<char>(), high in any::<char>(), probe in any::<char>()) {
-            prop_assume!(low <= high && !matches!(low, '!' | ']' | '-') && high != '-');
-            let pattern = format!("[{low}-{high}]");
-            prop_assert_eq!(fnmatch(&probe.to_string(), &pattern), (low..=high).contains(&probe));
+        fn a_range_is_inclusive(a in any::<char>(), b in any::<char>(), probe in any::<char>()) {
+            let (low, high) = if a <= b { (a, b) } else { (b, a) };
+            // `!` first negates, `]` first is a member and `]` last closes the set, `-`
+            // next to the range's own `-` changes the chunks: those are other tests' cases.
+            if !matches!(low, '!' | ']' | '-') && !matches!(high, '-' | ']') {
+                let pattern = format!("[{low}-{high}]");
+                prop_assert_eq!(
+                    fnmatch(&probe.to_string(), &pattern),
+                    (low..=high).contains(&probe)
+                );
+            }
         }
     }
 }
