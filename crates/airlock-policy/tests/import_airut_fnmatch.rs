@@ -132,10 +132,11 @@ fn fnmatch_agrees_with_cpython_on_generated_patterns() {
         paths.push((pattern, names));
     }
 
-    // Hosts: patterns in mixed case with every fnmatch feature; names are canonical host
-    // names (what airlock matches on).
-    let host_pattern_chars: Vec<char> = "abAB0-.*?[]!_Z".chars().collect();
-    let label_chars: Vec<char> = "abz0-".chars().collect();
+    // Hosts: patterns in mixed case with every fnmatch feature, and two letters whose
+    // lower case is special (`É`, and the Kelvin sign, which lower-cases to ASCII `k`);
+    // names are canonical host names (what airlock matches on).
+    let host_pattern_chars: Vec<char> = "abAB0-.*?[]!_ZÉ\u{212A}".chars().collect();
+    let label_chars: Vec<char> = "abkz0-".chars().collect();
     let mut hosts = Vec::new();
     for _ in 0..2000 {
         let pattern = rng.string(&host_pattern_chars, 9);
