@@ -76,6 +76,8 @@ struct RuleOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    host_regex: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     cidr: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     methods: Option<Vec<String>>,
@@ -99,12 +101,14 @@ struct JsonDenyOut {
 
 impl From<&Rule> for RuleOut {
     fn from(rule: &Rule) -> Self {
-        let (host, cidr) = match &rule.target {
-            Target::Host(host) => (Some(host.to_string()), None),
-            Target::Cidr(net) => (None, Some(net.to_string())),
+        let (host, host_regex, cidr) = match &rule.target {
+            Target::Host(host) => (Some(host.to_string()), None, None),
+            Target::HostRegex(regex) => (None, Some(regex.clone()), None),
+            Target::Cidr(net) => (None, None, Some(net.to_string())),
         };
         RuleOut {
             host,
+            host_regex,
             cidr,
             methods: rule.methods.clone(),
             paths: rule.paths.clone(),

@@ -26,6 +26,7 @@ pub mod load;
 pub mod matcher;
 pub mod model;
 pub mod net;
+pub mod presets;
 pub mod providers;
 pub mod route;
 pub mod rule;

@@ -17,6 +17,7 @@ use crate::json_deny::{self, JsonDeny, check_value_glob};
 use crate::model::{
     HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
 };
+use crate::presets;
 use crate::providers::{PROVIDER_NAMES, Provider};
 use crate::rule;
 
@@ -320,6 +321,7 @@ const PROVIDER_KEYS: &[&str] = &["web_tools"];
 const NETWORK_KEYS: &[&str] = &["allow", "deny", "tls_passthrough"];
 const RULE_KEYS: &[&str] = &[
     "host",
+    "host_regex",
     "cidr",
     "methods",
     "paths",
@@ -329,6 +331,7 @@ const RULE_KEYS: &[&str] = &[
 ];
 const JSON_DENY_KEYS: &[&str] = &["path", "values"];
 const SECRET_KEYS: &[&str] = &[
+    "preset",
     "env",
     "file",
     "value",
@@ -599,15 +602,24 @@ impl Checker<'_> {
                 }
             };
             let api_host = HostPattern::Exact(provider.api_host().to_owned());
+            // Every header the provider takes a key in must be checked: all of them (no
+            // `headers`), or at least those of the provider's preset.
+            let preset_headers = presets::preset(provider.name()).map_or(&[][..], |p| p.headers);
             let pinned = secrets.iter().any(|secret| {
                 !secret.foreign_allowed
-                    && secret.headers.is_none()
+                    && secret.headers.as_ref().is_none_or(|headers| {
+                        !preset_headers.is_empty()
+                            && preset_headers
+                                .iter()
+                                .all(|needed| headers.iter().any(|h| h == needed))
+                    })
                     && secret.hosts.iter().any(|host| host_covers(host, &api_host))
             });
             if !pinned {
                 let message = format!(
-                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `hosts: [{}]` (without `foreign: allow` or `headers`, so every credential header is checked)",
+                    "{what}: no secret in this file covers {} with foreign credentials refused, so the agent could use an account of its own there: add a secret with `preset: {}`, or with `hosts: [{}]` (without `foreign: allow` or `headers`, so every credential header is checked)",
                     provider.api_host(),
+                    provider.name(),
                     provider.api_host()
                 );
                 self.error(key_pos, message);
@@ -669,28 +681,40 @@ impl Checker<'_> {
     /// One `network.allow` / `network.deny` entry.
     fn rule(&mut self, node: &Node, id: String) -> Option<Rule> {
         let fields = self.fields(node, &id, RULE_KEYS)?;
-        let target = match (fields.get("host"), fields.get("cidr")) {
-            (Some(_), Some(_)) => {
-                let pos = fields.key_pos("cidr").unwrap_or(fields.pos);
-                self.error(
-                    pos,
-                    format!("{id}: give either `host` or `cidr`, not both: write two rules"),
-                );
-                None
-            }
-            (None, None) => {
+        let target = match (
+            fields.get("host"),
+            fields.get("host_regex"),
+            fields.get("cidr"),
+        ) {
+            (Some(host), None, None) => self
+                .rule_host(host, &format!("{id}.host"))
+                .map(Target::Host),
+            (None, Some(regex), None) => self
+                .host_regex(regex, &format!("{id}.host_regex"))
+                .map(Target::HostRegex),
+            (None, None, Some(cidr)) => self.cidr(cidr, &format!("{id}.cidr")).map(Target::Cidr),
+            (None, None, None) => {
                 self.error(
                     fields.pos,
                     format!(
-                        "{id}: a rule needs `host: NAME` or `cidr: ADDRESS/PREFIX` to say what it is about"
+                        "{id}: a rule needs `host: NAME` or `cidr: ADDRESS/PREFIX` (or `host_regex: REGEX`) to say what it is about"
                     ),
                 );
                 None
             }
-            (Some(host), None) => self
-                .rule_host(host, &format!("{id}.host"))
-                .map(Target::Host),
-            (None, Some(cidr)) => self.cidr(cidr, &format!("{id}.cidr")).map(Target::Cidr),
+            (_, regex, _) => {
+                let (key, message) = if regex.is_some() {
+                    ("host_regex", "either `host_regex` or `host`/`cidr`")
+                } else {
+                    ("cidr", "either `host` or `cidr`")
+                };
+                let pos = fields.key_pos(key).unwrap_or(fields.pos);
+                self.error(
+                    pos,
+                    format!("{id}: give {message}, not both: write two rules"),
+                );
+                None
+            }
         };
         let methods = fields
             .get("methods")
@@ -791,6 +815,18 @@ impl Checker<'_> {
             return Some(HostPattern::Any);
         }
         self.host(node, what)
+    }
+
+    /// A rule's `host_regex` (string, checked by [`rule::check_host_regex`]).
+    fn host_regex(&mut self, node: &Node, what: &str) -> Option<String> {
+        let text = self.non_empty_string(node, what)?;
+        match rule::check_host_regex(text) {
+            Ok(()) => Some(text.to_owned()),
+            Err(problem) => {
+                self.error(node.pos, format!("{what} `{}`: {problem}", shown(text)));
+                None
+            }
+        }
     }
 
     /// A host pattern (string).
@@ -954,12 +990,17 @@ impl Checker<'_> {
     fn secret(&mut self, name: &str, node: &Node) -> Option<Secret> {
         let what = format!("secrets.{}", shown(name));
         let fields = self.fields(node, &what, SECRET_KEYS)?;
+        let preset = fields
+            .get("preset")
+            .map(|node| self.preset(node, &format!("{what}.preset")));
         let given: Vec<&str> = SECRET_SOURCES
             .iter()
             .copied()
             .filter(|key| fields.get(key).is_some())
             .collect();
         let source = match given.as_slice() {
+            // A preset without a source reads the variable the secret is named after.
+            [] if preset.is_some() => Some(SecretSource::Env(name.to_owned())),
             [] => {
                 self.error(
                     fields.pos,
@@ -980,6 +1021,16 @@ impl Checker<'_> {
             }
         };
         let hosts = match fields.get("hosts") {
+            None if preset.is_some() => preset
+                .flatten()
+                .map(|preset| {
+                    preset
+                        .hosts
+                        .iter()
+                        .map(|host| rule::parse_host_pattern(host).expect("preset hosts parse"))
+                        .collect()
+                })
+                .unwrap_or_default(),
             None => {
                 self.error(
                     fields.pos,
@@ -1009,9 +1060,12 @@ impl Checker<'_> {
                 hosts
             }
         };
-        let headers = fields
-            .get("headers")
-            .and_then(|node| self.header_names(node, &format!("{what}.headers")));
+        let headers = match fields.get("headers") {
+            Some(node) => self.header_names(node, &format!("{what}.headers")),
+            None => preset
+                .flatten()
+                .map(|preset| preset.headers.iter().map(|h| (*h).to_owned()).collect()),
+        };
         let inject = fields
             .get("inject")
             .and_then(|node| self.inject(node, &format!("{what}.inject")));
@@ -1051,6 +1105,9 @@ impl Checker<'_> {
                 }
             })
             .unwrap_or(false);
+        if let Some(None) = preset {
+            return None;
+        }
         Some(Secret {
             name: name.to_owned(),
             source: source?,
@@ -1061,6 +1118,27 @@ impl Checker<'_> {
             body,
             foreign_allowed,
         })
+    }
+
+    /// A secret's `preset` (see [`crate::presets`]): `None` after reporting an unknown name.
+    fn preset(&mut self, node: &Node, what: &str) -> Option<&'static presets::Preset> {
+        let text = self.string(node, what)?;
+        let found = presets::preset(text);
+        if found.is_none() {
+            let names: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
+            let hint = nearest(text, &names)
+                .map(|name| format!(" (did you mean `{name}`?)"))
+                .unwrap_or_default();
+            self.error(
+                node.pos,
+                format!(
+                    "{what} `{}` is not a preset{hint}: use one of {}, or give `hosts` (and `headers`) yourself",
+                    shown(text),
+                    presets::names()
+                ),
+            );
+        }
+        found
     }
 
     /// The one source key of a secret. A literal `value` is never repeated in a message.
@@ -1446,7 +1524,7 @@ fn passthrough_allowed(host: &HostPattern, allow: &[Rule]) -> bool {
     allow.iter().any(|rule| match (&rule.target, host) {
         (Target::Host(allowed), _) => host_covers(allowed, host),
         (Target::Cidr(net), HostPattern::Ip(addr)) => net.contains(addr),
-        (Target::Cidr(_), _) => false,
+        (Target::Cidr(_) | Target::HostRegex(_), _) => false,
     })
 }
 

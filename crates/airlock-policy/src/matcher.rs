@@ -8,7 +8,8 @@
 //!   rule. Deny wins. The allow rule reported is the lowest-index one that matches.
 //! * **Hosts.** [`HostPattern::Exact`] matches that name only. [`HostPattern::Wildcard`]
 //!   (`*.suffix`) matches one or more labels in front of the suffix, never the suffix
-//!   itself. [`HostPattern::Any`] matches every *name* and never an IP literal.
+//!   itself. [`HostPattern::Any`] matches every *name* and never an IP literal, and so
+//!   does [`Target::HostRegex`] for the names it fully matches (case-insensitively).
 //!   [`HostPattern::Ip`] matches that IP literal only, and [`Target::Cidr`] the IP-literal
 //!   hosts inside the block. An IPv4-mapped IPv6 literal (`[::ffff:10.0.0.1]`) is also
 //!   looked up as its IPv4 address; for deny rules every IPv6 form with a fixed embedded
@@ -282,6 +283,8 @@ struct HostIndex {
     wildcard: HashMap<String, Vec<usize>>,
     /// `HostPattern::Any`.
     any: Vec<usize>,
+    /// `Target::HostRegex`, compiled (anchored, case-insensitive).
+    regex: Vec<(regex::Regex, usize)>,
     /// `HostPattern::Ip`.
     ip: HashMap<IpAddr, Vec<usize>>,
     /// IPv4 CIDR blocks: one map per distinct prefix length, keyed by masked network.
@@ -334,12 +337,26 @@ impl HostIndex {
         }
     }
 
-    /// Index a rule's target as entry `index`.
-    fn insert_target(&mut self, target: &Target, index: usize) {
-        match target {
+    /// Index `rule`'s target as entry `index` (fails only on a `host_regex` the loader
+    /// would have refused).
+    fn insert_target(&mut self, rule: &Rule, index: usize) -> Result<(), CompileError> {
+        match &rule.target {
             Target::Host(pattern) => self.insert_pattern(pattern, index),
             Target::Cidr(net) => self.insert_block(*net, index),
+            Target::HostRegex(text) => {
+                crate::rule::check_host_regex(text).map_err(|err| CompileError::Regex {
+                    rule: rule.id.clone(),
+                    message: err.to_string(),
+                })?;
+                let compiled =
+                    crate::rule::host_regex(text).map_err(|err| CompileError::Regex {
+                        rule: rule.id.clone(),
+                        message: err.to_string(),
+                    })?;
+                self.regex.push((compiled, index));
+            }
         }
+        Ok(())
     }
 
     /// Call `visit` with the index of every entry naming `host` (an index may come more
@@ -352,6 +369,11 @@ impl HostIndex {
                     visit_all(self.wildcard.get(&name[dot + 1..]), &mut visit);
                 }
                 self.any.iter().copied().for_each(&mut visit);
+                for (regex, index) in &self.regex {
+                    if regex.is_match(name) {
+                        visit(*index);
+                    }
+                }
             }
             Host::Ip(addr) => self.for_each_address(*addr, embedded, &mut visit),
         }
@@ -439,11 +461,11 @@ impl CompiledPolicy {
             .collect::<Result<Vec<_>, _>>()?;
         let mut allow_index = HostIndex::default();
         for (index, rule) in policy.network.allow.iter().enumerate() {
-            allow_index.insert_target(&rule.target, index);
+            allow_index.insert_target(rule, index)?;
         }
         let mut deny_index = HostIndex::default();
         for (index, rule) in policy.network.deny.iter().enumerate() {
-            deny_index.insert_target(&rule.target, index);
+            deny_index.insert_target(rule, index)?;
         }
         let mut passthrough_index = HostIndex::default();
         for (index, pattern) in policy.network.tls_passthrough.iter().enumerate() {

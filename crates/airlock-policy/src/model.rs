@@ -117,6 +117,11 @@ pub enum Target {
     Host(HostPattern),
     /// A CIDR block of destination addresses.
     Cidr(ipnet::IpNet),
+    /// `host_regex`: a regex fully matched (`^(?:re)$`), case-insensitively, against the
+    /// canonical host *name* (lower-case ASCII, no trailing dot); never an IP literal and
+    /// never an exemption from the private-address guard. Checked by
+    /// [`crate::rule::check_host_regex`].
+    HostRegex(String),
 }
 
 /// A host pattern, already canonical (lower-case ASCII, IDNA-encoded, no trailing dot).

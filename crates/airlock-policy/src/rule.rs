@@ -198,6 +198,28 @@ pub fn check_path_regex(text: &str) -> Result<(), ValueError> {
     }
 }
 
+/// Check a `host_regex` (the same syntax and size limit as `path_regex`; compiled
+/// case-insensitively by [`host_regex`]). The text must compile on its own, so that no
+/// unbalanced `)` can escape the anchoring group.
+pub fn check_host_regex(text: &str) -> Result<(), ValueError> {
+    check_path_regex(text)?;
+    match host_regex(text) {
+        Ok(_) => Ok(()),
+        Err(regex::Error::CompiledTooBig(_)) => Err(ValueError::RegexTooBig),
+        Err(regex::Error::Syntax(message)) => Err(ValueError::RegexSyntax(regex_summary(&message))),
+        Err(other) => Err(ValueError::RegexSyntax(other.to_string())),
+    }
+}
+
+/// Compile a `host_regex` for matching: anchored (`^(?:re)$`), case-insensitive (host
+/// names are), within [`REGEX_SIZE_LIMIT`].
+pub fn host_regex(text: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{text})$"))
+        .case_insensitive(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
 /// The one-line gist of the regex crate's multi-line syntax error.
 fn regex_summary(message: &str) -> String {
     message
@@ -280,7 +302,7 @@ pub enum RuleError {
     },
     /// No `@HOST` part.
     #[error(
-        "--secret: missing `@HOST`: write NAME@HOST[,HOST...] (value from the environment variable NAME), NAME=env:VAR@HOST, NAME=file:PATH@HOST or NAME=SURROGATE=VALUE@HOST"
+        "--secret: missing `@HOST`: write NAME@HOST[,HOST...] (value from the environment variable NAME), NAME=env:VAR@HOST, NAME=file:PATH@HOST or NAME=SURROGATE=VALUE@HOST; `@preset:SERVICE` (anthropic, openai, ...) in place of the hosts"
     )]
     SecretHostsMissing,
     /// The name is not a valid environment variable name.
@@ -331,6 +353,15 @@ pub enum RuleError {
     SecretSurrogateIsValue {
         /// The secret's name.
         name: String,
+    },
+    /// `@preset:SERVICE` naming no preset (the name is not shown: it could be the tail of
+    /// a mistyped value).
+    #[error("--secret {name}: after `@preset:` name one of {names}")]
+    SecretPreset {
+        /// The secret's name.
+        name: String,
+        /// Every preset name.
+        names: String,
     },
     /// A bad host in the host list (its text is shown unless it could be part of a value).
     #[error("--secret {name}: host {position}{shown}: {problem}")]
@@ -463,7 +494,9 @@ fn parse_port_text(text: &str) -> Option<u16> {
 /// * `NAME@HOST[,HOST...]`: the value is the launcher's environment variable NAME;
 /// * `NAME=env:VAR@HOSTS`: the value is the environment variable VAR;
 /// * `NAME=file:PATH@HOSTS`: the value is read from PATH;
-/// * `NAME=SURROGATE=VALUE@HOSTS`: a fixed surrogate and a literal value.
+/// * `NAME=SURROGATE=VALUE@HOSTS`: a fixed surrogate and a literal value;
+/// * any of these with `@preset:SERVICE` in place of the hosts: the hosts and headers of
+///   that [secret preset](crate::presets).
 ///
 /// The hosts are split off at the last `@`, so a value may contain `@`. Errors never
 /// repeat a literal value.
@@ -511,6 +544,22 @@ pub fn parse_secret(spec: &str) -> Result<Secret, RuleError> {
     };
     // With a literal value in the spec, a host could be the tail of a mistyped value:
     // do not repeat it.
+    if let Some(service) = host_list.strip_prefix("preset:") {
+        let preset = crate::presets::preset(service).ok_or_else(|| RuleError::SecretPreset {
+            name: owned_name(),
+            names: crate::presets::names(),
+        })?;
+        return Ok(Secret {
+            hosts: preset
+                .hosts
+                .iter()
+                .map(|host| parse_host_pattern(host).expect("preset hosts parse"))
+                .collect(),
+            headers: Some(preset.headers.iter().map(|h| (*h).to_owned()).collect()),
+            surrogate,
+            ..Secret::new(name, source)
+        });
+    }
     let may_show_hosts = !matches!(source, SecretSource::Value(_));
     let mut hosts = Vec::new();
     for (position, host_text) in host_list.split(',').enumerate() {

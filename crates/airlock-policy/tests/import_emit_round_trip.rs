@@ -18,6 +18,7 @@ network:
       ports: [22]
     - cidr: 10.20.0.0/16
       ports: [5432]
+    - host_regex: 'api-[a-z]+\.example\.com|(?s-i:x.*)'
     - host: "[::1]"
       ports: [8443]
     - host: "*.apple.com"

@@ -156,6 +156,7 @@ fn target(target: &Target) -> String {
     match target {
         Target::Host(host) => host.to_string(),
         Target::Cidr(net) => net.to_string(),
+        Target::HostRegex(regex) => format!("regex {regex}"),
     }
 }
 

@@ -273,6 +273,31 @@ fn rule_takes_host_or_cidr_not_both() {
 }
 
 #[test]
+fn host_regex_is_alone_and_compiles_on_its_own() {
+    one_error(
+        &allow("host: a.com\n      host_regex: 'a\\.com'"),
+        5,
+        7,
+        &["either `host_regex` or `host`/`cidr`, not both"],
+    );
+    one_error(
+        &allow("host_regex: 'a)|(b'"),
+        4,
+        19,
+        &[
+            "network.allow[0].host_regex",
+            "not a valid regular expression",
+        ],
+    );
+    one_error(
+        &allow("host_regex: ''"),
+        4,
+        19,
+        &["network.allow[0].host_regex"],
+    );
+}
+
+#[test]
 fn empty_host_is_refused() {
     one_error(
         &allow("host: \"\""),

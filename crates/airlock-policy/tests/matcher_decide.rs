@@ -814,3 +814,51 @@ fn ipv4_mapped_literals_in_rules_are_their_ipv4_address() {
         Err(denied_by("network.deny[0]"))
     );
 }
+
+#[test]
+fn host_regex_matches_names_fully_case_insensitively_and_never_addresses() {
+    let regex = |text: &str| Target::HostRegex(text.to_owned());
+    let compiled = policy(
+        vec![
+            rule("network.allow[0]", regex(r"api-[a-z]+\.example\.com")),
+            rule("network.allow[1]", regex(r".*")),
+        ],
+        vec![rule("network.deny[0]", regex(r"EVIL\..*"))],
+    );
+    assert_eq!(
+        decide(&compiled, "GET", "https://API-eu.Example.com./x"),
+        allowed_by("network.allow[0]")
+    );
+    // Not a prefix or substring match: the whole name.
+    assert_eq!(
+        decide(&compiled, "GET", "https://api-eu.example.com.evil.test/"),
+        allowed_by("network.allow[1]")
+    );
+    assert_eq!(
+        decide(&compiled, "GET", "https://evil.example.com/"),
+        denied_by("network.deny[0]")
+    );
+    // `.*` is every name, never an IP literal.
+    assert_eq!(
+        decide(&compiled, "GET", "https://10.0.0.1/"),
+        denied(Reason::HostNotAllowed)
+    );
+    assert!(
+        compiled
+            .decide_tunnel(&Host::Name("api-x.example.com".into()), 443)
+            .decision
+            .is_allow()
+    );
+    // A regex the loader would refuse does not compile here either.
+    let bad = Policy {
+        network: Network {
+            allow: vec![rule("network.allow[0]", regex("a)|(b"))],
+            ..Network::default()
+        },
+        ..Policy::default()
+    };
+    assert!(matches!(
+        CompiledPolicy::compile(&bad),
+        Err(CompileError::Regex { .. })
+    ));
+}

@@ -260,3 +260,31 @@ fn secret_errors_say_how_to_write_it() {
     let error = parse_secret("K@a.com:443").expect_err("port");
     assert!(error.to_string().contains("(`a.com:443`)"), "{error}");
 }
+
+#[test]
+fn secret_with_a_preset_in_place_of_the_hosts() {
+    let secret = parse_secret("ANTHROPIC_API_KEY@preset:anthropic").expect("valid");
+    assert_eq!(secret.source, SecretSource::Env("ANTHROPIC_API_KEY".into()));
+    assert_eq!(
+        secret.hosts,
+        vec![HostPattern::Exact("api.anthropic.com".into())]
+    );
+    assert_eq!(
+        secret.headers,
+        Some(vec!["x-api-key".to_owned(), "authorization".to_owned()])
+    );
+    let secret = parse_secret("NPM=sk-surrogate-1=sk-real@preset:npm").expect("valid");
+    assert_eq!(secret.surrogate.as_deref(), Some("sk-surrogate-1"));
+    assert_eq!(
+        secret.hosts,
+        vec![HostPattern::Exact("registry.npmjs.org".into())]
+    );
+    let error = parse_secret("K=surrogate=real-value@preset:nope").expect_err("unknown");
+    assert!(matches!(error, RuleError::SecretPreset { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("anthropic, openai, github"), "{message}");
+    assert!(
+        !message.contains("real-value") && !message.contains("nope"),
+        "{message}"
+    );
+}

@@ -99,7 +99,15 @@ impl Provider for DockerProvider {
             SandboxError::Unsupported(format!("{}: not a UTF-8 directory", cwd.display()))
         })?;
         let command = engine_of(engine)?.exec_command(&id, cwd, &env, &request.argv)?;
-        exec::stream(command, &request, exec_id, Usage::Unknown)
+        // `docker exec` answers 126 for a command it could not start, found or not; its
+        // message tells which, and the status becomes a shell's (127 / 126).
+        exec::stream_with(
+            command,
+            &request,
+            exec_id,
+            Usage::Unknown,
+            Some(crate::docker::exec_failure_status),
+        )
     }
 
     fn teardown(&self, name: &SandboxName) -> Result<(), SandboxError> {

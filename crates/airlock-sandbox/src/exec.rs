@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -96,13 +96,31 @@ pub(crate) fn new_exec_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Maps a client's status, the program asked for and the first line of one of the
+/// client's streams to the command's shell status when the client reports, in its own
+/// words, that the command could not be started (`docker exec`:
+/// [`crate::docker::exec_failure_status`]).
+pub(crate) type StartFailure = fn(i32, &str, &str) -> Option<i32>;
+
 /// Spawns `command` (environment, program and arguments already set; its standard streams
 /// are set here) and streams it. `exec_id` must be in the command's environment.
 pub(crate) fn stream(
+    command: Command,
+    request: &ExecRequest,
+    exec_id: String,
+    usage: Usage,
+) -> Result<ExecStream, SandboxError> {
+    stream_with(command, request, exec_id, usage, None)
+}
+
+/// [`stream`], with the final status corrected by `start_failure` when the spawned process
+/// is a client that reports start failures itself.
+pub(crate) fn stream_with(
     mut command: Command,
     request: &ExecRequest,
     exec_id: String,
     usage: Usage,
+    start_failure: Option<StartFailure>,
 ) -> Result<ExecStream, SandboxError> {
     command
         .stdin(if request.stdin.is_some() {
@@ -148,20 +166,45 @@ pub(crate) fn stream(
         });
     }
     let mut readers = Vec::new();
+    // The first line of each stream, for `start_failure` (Docker 20.10 writes its start
+    // failure to standard output, later versions to standard error).
+    let first_lines = [Arc::new(OnceLock::new()), Arc::new(OnceLock::new())];
     if let Some(stdout) = child.stdout.take() {
-        readers.push(spawn_reader(stdout, sender.clone(), ExecEvent::Stdout));
+        let first = Arc::clone(&first_lines[0]);
+        readers.push(spawn_reader(
+            stdout,
+            sender.clone(),
+            ExecEvent::Stdout,
+            first,
+        ));
     }
     if let Some(stderr) = child.stderr.take() {
-        readers.push(spawn_reader(stderr, sender.clone(), ExecEvent::Stderr));
+        let first = Arc::clone(&first_lines[1]);
+        readers.push(spawn_reader(
+            stderr,
+            sender.clone(),
+            ExecEvent::Stderr,
+            first,
+        ));
     }
     let timeout = request.timeout;
+    let program = request.argv.first().cloned().unwrap_or_default();
     std::thread::spawn(move || {
-        let (status, timed_out, usage_report) = wait_for(&child, timeout, &exec_id, started);
+        let (mut status, timed_out, usage_report) = wait_for(&child, timeout, &exec_id, started);
         let deadline = Instant::now() + OUTPUT_GRACE;
         for reader in readers {
             while !reader.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(POLL);
             }
+        }
+        if let Some(classify) = start_failure
+            && !timed_out
+            && let Some(corrected) = first_lines
+                .iter()
+                .filter_map(|first| first.get())
+                .find_map(|line| classify(status, &program, line))
+        {
+            status = corrected;
         }
         let (user_ms, system_ms, max_rss_kib) = match usage {
             Usage::Measured => usage_report,
@@ -182,11 +225,12 @@ pub(crate) fn stream(
     })
 }
 
-/// Reads `pipe` line by line into events.
+/// Reads `pipe` line by line into events; the first line is also kept in `first`.
 fn spawn_reader(
     pipe: impl Read + Send + 'static,
     sender: mpsc::Sender<ExecEvent>,
     wrap: fn(String) -> ExecEvent,
+    first: Arc<OnceLock<String>>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::with_capacity(MAX_LINE, pipe);
@@ -203,6 +247,9 @@ fn spawn_reader(
                         line.pop();
                     }
                     let text = String::from_utf8_lossy(&line).into_owned();
+                    if first.get().is_none() {
+                        let _ = first.set(text.clone());
+                    }
                     if sender.send(wrap(text)).is_err() {
                         return;
                     }

@@ -29,7 +29,9 @@ pub struct PolicyArgs {
     #[command(flatten)]
     pub selection: PolicySelection,
     /// A secret: `NAME@HOST[,HOST...]` (value from the environment variable NAME),
-    /// `NAME=env:VAR@HOSTS`, `NAME=file:PATH@HOSTS` or `NAME=SURROGATE=VALUE@HOSTS`.
+    /// `NAME=env:VAR@HOSTS`, `NAME=file:PATH@HOSTS` or `NAME=SURROGATE=VALUE@HOSTS`;
+    /// `@preset:SERVICE` (anthropic, openai, github, gitlab, huggingface, npm, pypi) in
+    /// place of the hosts takes that service's hosts and headers.
     #[arg(long = "secret", value_name = "SPEC")]
     pub secrets: Vec<String>,
 }

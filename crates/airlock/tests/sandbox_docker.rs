@@ -2,7 +2,8 @@
 //! Docker engine: the container (built locally from host files by
 //! `fixtures/build_sandbox_image.sh`, no registry) has no network but airlock's capture, so
 //! the escape checks of `airlock run` fail the same way inside it (direct IP, an unlisted
-//! port, UDP to another port, DNS exfiltration, a refused host); commands stream; the private clone is exported back; git
+//! port, UDP to another port, DNS exfiltration, a refused host); commands stream, and one
+//! that cannot start gets a shell's status (127 / 126); the private clone is exported back; git
 //! pushes with a surrogate token; teardown and a SIGKILLed daemon leave no container, no
 //! directory and no process behind.
 //!
@@ -111,6 +112,38 @@ fn a_docker_sandbox_streams_refuses_every_escape_and_rm_leaves_nothing() {
     assert_eq!(run.stdout, ["out", "/workspace"], "{run:?}");
     assert_eq!(run.stderr, ["err"], "{run:?}");
     assert_eq!(run.report["exit"], 5, "{run:?}");
+
+    // A command that cannot be started gets a shell's status, as in the local sandbox and
+    // `airlock run`: 127 not found (by name, by path, or its script's interpreter), 126 not
+    // executable (no permission, a directory, not a program); a command's own 126 and 127
+    // stay what they are.
+    let made = home.exec_json(
+        "box",
+        "printf '#!/no/such/interpreter\\n' > /tmp/orphan-script; printf '\\001\\002junk' > /tmp/junk-binary; chmod +x /tmp/orphan-script /tmp/junk-binary",
+    );
+    assert_eq!(made.report["exit"], 0, "{made:?}");
+    for (argv, expected) in [
+        (&["no-such-command-airlock"][..], 127),
+        (&["/tmp/orphan-script"][..], 127),
+        (&["/tmp/junk-binary"][..], 126),
+        (&["/no/such/program"][..], 127),
+        (&["/etc/passwd"][..], 126),
+        (&["/tmp"][..], 126),
+        (&["sh", "-c", "exit 126"][..], 126),
+        (
+            &["sh", "-c", "echo 'exec: \"x\": not found' >&2; exit 127"][..],
+            127,
+        ),
+    ] {
+        let mut args = vec!["exec", "box", "--json", "--"];
+        args.extend_from_slice(argv);
+        let run = sandbox::parse_json_exec(&home.run(&args));
+        assert_eq!(run.report["exit"], expected, "{argv:?}: {run:?}");
+        let mut args = vec!["exec", "box", "--"];
+        args.extend_from_slice(argv);
+        let plain = home.run(&args);
+        assert_eq!(status(&plain), expected, "{argv:?}: {}", plain.stderr);
+    }
 
     let script = format!(
         "curl -sS --max-time 20 -H \"Authorization: Bearer $API_TOKEN\" https://allowed.test:{port}/echo/docker; echo; \

@@ -11,12 +11,12 @@
 //!
 //! Faithfulness (docs/policy.md "Importers"): where a source's meaning can be written in
 //! airlock's union-of-allows-minus-denies model it is translated exactly; where it cannot
-//! (a first-match order that a later deny would change, an fnmatch host pattern with a star
-//! in the middle, a regex feature airlock's engine lacks, a body filter) the import fails
-//! with every such problem, located at `file:line:col` and naming the rules involved. The
-//! few places where airlock is deliberately *stricter* than the source (the private-address
-//! guard, no UDP, ports 80 and 443 when the source names none) are listed in each module's
-//! documentation; none of them ever allows something the source refuses.
+//! (a first-match order that a later deny would change, a regex feature airlock's engine
+//! lacks, a body filter) the import fails with every such problem, located at
+//! `file:line:col` and naming the rules involved. The few places where airlock is
+//! deliberately *stricter* than the source (the private-address guard, no UDP, ports 80
+//! and 443 when the source names none) are listed in each module's documentation; none of
+//! them ever allows something the source refuses.
 //!
 //! JSON is read with the YAML parser (JSON is YAML flow syntax), so every error in either
 //! format carries a line and column.

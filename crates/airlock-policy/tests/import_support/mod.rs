@@ -119,6 +119,14 @@ pub fn rule_matches(rule: &Rule, request: &CanonicalRequest, every_port: bool) -
         (Target::Host(pattern), host) => host_matches(pattern, host),
         (Target::Cidr(net), Host::Ip(addr)) => net.contains(addr),
         (Target::Cidr(_), Host::Name(_)) => false,
+        (Target::HostRegex(regex), Host::Name(name)) => {
+            regex::RegexBuilder::new(&format!("^(?:{regex})$"))
+                .case_insensitive(true)
+                .build()
+                .expect("host_regex compiles")
+                .is_match(name)
+        }
+        (Target::HostRegex(_), Host::Ip(_)) => false,
     };
     let port = every_port || rule.effective_ports().contains(&request.port);
     let method = rule
