@@ -6,9 +6,13 @@
 //! than [`MAX_LINE`] bytes is cut into several events. At the request's timeout every
 //! process still carrying the command's [`EXEC_ID_VARIABLE`] is killed (its descendants
 //! included, wherever they are in the sandbox) and the status is 124, as with `timeout(1)`.
+//! [`ExecStream::canceller`] does the same on demand (the status is then the command's,
+//! 137 for the `SIGKILL`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +66,31 @@ pub struct ExecReport {
 pub struct ExecStream {
     events: mpsc::Receiver<ExecEvent>,
     done: bool,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ExecStream {
+    /// A handle that kills the command from any thread (for a caller that is itself being
+    /// stopped); the stream then ends with the command's exit report as usual.
+    pub fn canceller(&self) -> ExecCanceller {
+        ExecCanceller {
+            cancelled: self.cancelled.clone(),
+        }
+    }
+}
+
+/// Kills a running command and all its descendants (see [`ExecStream::canceller`]).
+#[derive(Clone, Debug)]
+pub struct ExecCanceller {
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ExecCanceller {
+    /// Asks for the command to be killed: every process carrying its exec ID gets
+    /// `SIGKILL` within a few milliseconds. Does nothing once the command has ended.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Iterator for ExecStream {
@@ -114,6 +143,7 @@ pub(crate) fn stream(
         .stderr(Stdio::piped());
     let started = Instant::now();
     let (sender, events) = mpsc::channel();
+    let cancelled = Arc::new(AtomicBool::new(false));
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -138,6 +168,7 @@ pub(crate) fn stream(
             return Ok(ExecStream {
                 events,
                 done: false,
+                cancelled,
             });
         }
     };
@@ -155,8 +186,9 @@ pub(crate) fn stream(
         readers.push(spawn_reader(stderr, sender.clone(), ExecEvent::Stderr));
     }
     let timeout = request.timeout;
+    let stop = cancelled.clone();
     std::thread::spawn(move || {
-        let (status, timed_out, usage_report) = wait_for(&child, timeout, &exec_id, started);
+        let (status, timed_out, usage_report) = wait_for(&child, timeout, &stop, &exec_id, started);
         let deadline = Instant::now() + OUTPUT_GRACE;
         for reader in readers {
             while !reader.is_finished() && Instant::now() < deadline {
@@ -179,6 +211,7 @@ pub(crate) fn stream(
     Ok(ExecStream {
         events,
         done: false,
+        cancelled,
     })
 }
 
@@ -214,11 +247,12 @@ fn spawn_reader(
 
 type UsageFigures = (Option<u64>, Option<u64>, Option<u64>);
 
-/// Waits for the spawned process (killing the command at the deadline) and returns its
-/// shell status, whether it timed out, and its usage.
+/// Waits for the spawned process (killing the command at the deadline or once `cancelled`)
+/// and returns its shell status, whether it timed out, and its usage.
 fn wait_for(
     child: &std::process::Child,
     timeout: Option<Duration>,
+    cancelled: &AtomicBool,
     exec_id: &str,
     started: Instant,
 ) -> (i32, bool, UsageFigures) {
@@ -226,6 +260,7 @@ fn wait_for(
         return (125, false, (None, None, None));
     };
     let mut timed_out = false;
+    let mut killed = false;
     loop {
         let mut status = 0;
         // SAFETY: an all-zero rusage is a valid output buffer.
@@ -253,8 +288,11 @@ fn wait_for(
         if waited < 0 {
             return (125, timed_out, (None, None, None));
         }
-        if !timed_out && timeout.is_some_and(|limit| started.elapsed() >= limit) {
+        if !killed && timeout.is_some_and(|limit| started.elapsed() >= limit) {
             timed_out = true;
+        }
+        if !killed && (timed_out || cancelled.load(Ordering::SeqCst)) {
+            killed = true;
             kill_tagged(exec_id);
             // SAFETY: `pid` is our unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
