@@ -111,6 +111,20 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 class _EchoHandler(http.server.BaseHTTPRequestHandler):
+    #: The Authorization headers of every POST received (the example's LLM calls).
+    authorizations: List[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        length = int(self.headers.get("Content-Length", "0"))
+        self.rfile.read(min(length, 1 << 20))
+        _EchoHandler.authorizations.append(self.headers.get("Authorization", ""))
+        body = json.dumps({"path": self.path, "choices": [{"message": {"content": "do it"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         body = f"upstream saw {self.path}".encode()
         self.send_response(200)
