@@ -151,6 +151,35 @@ def test_stream_keeps_order_and_long_lines(sandbox: airlock.Sandbox) -> None:
     assert long.stdout == "x" * 10000 + "\n" + "é\tü\n"
 
 
+def test_a_slow_consumer_holds_the_command_up(sandbox: airlock.Sandbox) -> None:
+    """About 20 MB of output: while the consumer pauses, the command cannot finish (the
+    output waits in bounded buffers, not in memory), and nothing is lost afterwards."""
+    workdir = Path(run(sandbox.info())["workdir"])  # type: ignore[index]
+    marker = workdir / f"finished-{os.getpid()}"
+    marker.unlink(missing_ok=True)
+    lines = 20000
+    script = f"yes \"$(head -c 1000 /dev/zero | tr '\\0' x)\" | head -n {lines}; echo done > {marker.name}"
+
+    async def scenario() -> int:
+        stream = sandbox.exec_stream(script)
+        first = await stream.__anext__()
+        assert first == "x" * 1000
+        await asyncio.sleep(2)
+        assert not marker.exists(), "the command ran ahead of its consumer"
+        count = 1
+        async for line in stream:
+            assert len(line) == 1000
+            count += 1
+        assert stream.exit_code == 0
+        return count
+
+    try:
+        assert run(scenario()) == lines
+        assert marker.exists()
+    finally:
+        marker.unlink(missing_ok=True)
+
+
 def test_stream_keeps_stderr_and_report(sandbox: airlock.Sandbox) -> None:
     async def scenario() -> airlock.ExecStream:
         stream = sandbox.exec_stream("echo o; echo e >&2; exit 3")

@@ -3,7 +3,9 @@
 //! or `docker exec`); everything after the spawn is shared.
 //!
 //! Lines are split on `\n` and decoded as UTF-8 (invalid bytes replaced); a line longer
-//! than [`MAX_LINE`] bytes is cut into several events. At the request's timeout every
+//! than [`MAX_LINE`] bytes is cut into several events. At most [`QUEUED_EVENTS`] events wait
+//! for the consumer: a consumer slower than the command slows the command down (its pipes
+//! fill up) instead of the output piling up in memory. At the request's timeout every
 //! process still carrying the command's [`EXEC_ID_VARIABLE`] is killed (its descendants
 //! included, wherever they are in the sandbox) and the status is 124, as with `timeout(1)`.
 //! [`ExecStream::canceller`] does the same on demand (the status is then the command's,
@@ -12,7 +14,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,8 +28,12 @@ pub const EXEC_ID_VARIABLE: &str = "AIRLOCK_EXEC_ID";
 pub const MAX_LINE: usize = 64 * 1024;
 /// The status of a command killed at its timeout.
 pub const TIMEOUT_STATUS: i32 = 124;
+/// How many events wait for the consumer at most before the readers stop reading the
+/// command's pipes.
+pub const QUEUED_EVENTS: usize = 256;
 /// How long output may still be read after the command ended (background processes that
-/// keep the pipes open are not waited for longer).
+/// keep the pipes open are not waited for longer; time spent waiting for the consumer to
+/// take queued lines does not count).
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// How often the command is polled for its end.
 const POLL: Duration = Duration::from_millis(5);
@@ -142,7 +148,7 @@ pub(crate) fn stream(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
-    let (sender, events) = mpsc::channel();
+    let (sender, events) = mpsc::sync_channel(QUEUED_EVENTS);
     let cancelled = Arc::new(AtomicBool::new(false));
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -179,21 +185,37 @@ pub(crate) fn stream(
         });
     }
     let mut readers = Vec::new();
+    // How many readers are waiting for room in the queue (the consumer is behind).
+    let waiting = Arc::new(AtomicUsize::new(0));
     if let Some(stdout) = child.stdout.take() {
-        readers.push(spawn_reader(stdout, sender.clone(), ExecEvent::Stdout));
+        readers.push(spawn_reader(
+            stdout,
+            sender.clone(),
+            waiting.clone(),
+            ExecEvent::Stdout,
+        ));
     }
     if let Some(stderr) = child.stderr.take() {
-        readers.push(spawn_reader(stderr, sender.clone(), ExecEvent::Stderr));
+        readers.push(spawn_reader(
+            stderr,
+            sender.clone(),
+            waiting.clone(),
+            ExecEvent::Stderr,
+        ));
     }
     let timeout = request.timeout;
     let stop = cancelled.clone();
     std::thread::spawn(move || {
         let (status, timed_out, usage_report) = wait_for(&child, timeout, &stop, &exec_id, started);
-        let deadline = Instant::now() + OUTPUT_GRACE;
-        for reader in readers {
-            while !reader.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(POLL);
+        let mut deadline = Instant::now() + OUTPUT_GRACE;
+        while !readers.iter().all(std::thread::JoinHandle::is_finished) {
+            if waiting.load(Ordering::SeqCst) > 0 {
+                // Output is there, the consumer is slow: not a reason to cut it off.
+                deadline = Instant::now() + OUTPUT_GRACE;
+            } else if Instant::now() >= deadline {
+                break;
             }
+            std::thread::sleep(POLL);
         }
         let (user_ms, system_ms, max_rss_kib) = match usage {
             Usage::Measured => usage_report,
@@ -218,7 +240,8 @@ pub(crate) fn stream(
 /// Reads `pipe` line by line into events.
 fn spawn_reader(
     pipe: impl Read + Send + 'static,
-    sender: mpsc::Sender<ExecEvent>,
+    sender: mpsc::SyncSender<ExecEvent>,
+    waiting: Arc<AtomicUsize>,
     wrap: fn(String) -> ExecEvent,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -236,7 +259,16 @@ fn spawn_reader(
                         line.pop();
                     }
                     let text = String::from_utf8_lossy(&line).into_owned();
-                    if sender.send(wrap(text)).is_err() {
+                    let event = wrap(text);
+                    let event = match sender.try_send(event) {
+                        Ok(()) => continue,
+                        Err(mpsc::TrySendError::Disconnected(_)) => return,
+                        Err(mpsc::TrySendError::Full(event)) => event,
+                    };
+                    waiting.fetch_add(1, Ordering::SeqCst);
+                    let sent = sender.send(event);
+                    waiting.fetch_sub(1, Ordering::SeqCst);
+                    if sent.is_err() {
                         return;
                     }
                 }
