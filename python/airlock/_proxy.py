@@ -17,6 +17,7 @@ from ._errors import (
     InvalidPolicy,
     NotFound,
     PolicyConflict,
+    ProtocolError,
     Unauthorized,
 )
 
@@ -89,11 +90,11 @@ class Proxy:
 
     def health(self) -> Dict[str, Any]:
         """``GET /healthz``: ``{"status": "ok", "policy_version": N}``."""
-        return self._call("GET", "/healthz")
+        return _object(self._call("GET", "/healthz"))
 
     def policy(self) -> Dict[str, Any]:
         """``GET /v1/policy``: ``{"version": N, "etag": "...", "policy": {...}}``."""
-        return self._call("GET", "/v1/policy")
+        return _object(self._call("GET", "/v1/policy"))
 
     def put_policy(self, policy: Union[str, Dict[str, Any]], if_match: Optional[str] = None) -> Dict[str, Any]:
         """``PUT /v1/policy``: replaces the policy; a ``str`` is sent as YAML, a ``dict`` as
@@ -110,13 +111,13 @@ class Proxy:
         headers = {"Content-Type": content_type}
         if if_match is not None:
             headers["If-Match"] = if_match
-        return self._call("PUT", "/v1/policy", body=body, headers=headers)
+        return _object(self._call("PUT", "/v1/policy", body=body, headers=headers))
 
     def denials(self, limit: int = 50) -> List[Dict[str, Any]]:
         """``GET /v1/denials``: the ``limit`` most recent refusals (audit lines), oldest first."""
         if not isinstance(limit, int) or limit < 0:
             raise ValueError("limit must be a non-negative integer")
-        answer = self._call("GET", f"/v1/denials?limit={limit}")
+        answer = _object(self._call("GET", f"/v1/denials?limit={limit}"))
         return list(answer.get("denials", []))
 
     def pending(self) -> List[Dict[str, Any]]:
@@ -138,13 +139,13 @@ class Proxy:
             raise ValueError("scope must be 'once', 'run' or 'save'")
         body = json.dumps({"decision": decision, "scope": scope}).encode("utf-8")
         path = "/v1/pending/" + urllib.parse.quote(str(id), safe="")
-        return self._call(
+        return _object(self._call(
             "POST",
             path,
             body=body,
             headers={"Content-Type": "application/json"},
             missing="POST /v1/pending/{id} (asking, --mode ask)",
-        )
+        ))
 
     async def events(self, decision: Optional[str] = None, kind: Optional[str] = None) -> AsyncIterator[Dict[str, Any]]:
         """``GET /v1/events``: every audit line from now on, as a dict, as it happens.
@@ -224,6 +225,12 @@ class Proxy:
         if 200 <= status < 300:
             return decoded if decoded is not None else {}
         raise _error(status, decoded, missing)
+
+
+def _object(answer: Any) -> Dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise ProtocolError(f"airlock admin API: expected a JSON object, got {str(answer)[:200]!r}")
+    return answer
 
 
 def _decode(raw: bytes) -> Any:

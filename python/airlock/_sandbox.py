@@ -150,6 +150,28 @@ async def _kill_and_reap(process: "asyncio.subprocess.Process") -> None:
         pass
 
 
+async def _feed(pipe: asyncio.StreamWriter, data: bytes) -> None:
+    """Writes `data` to airlock's standard input, then closes it."""
+    try:
+        pipe.write(data)
+        await pipe.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # airlock went away; its status says why
+    finally:
+        pipe.close()
+
+
+async def _collect(pipe: asyncio.StreamReader, into: bytearray) -> None:
+    """Reads airlock's own standard error to its end, keeping the first 64 KiB."""
+    while True:
+        chunk = await pipe.read(4096)
+        if not chunk:
+            return
+        room = _CLI_STDERR_LIMIT - len(into)
+        if room > 0:
+            into += chunk[:room]
+
+
 class ExecStream(AsyncIterator[str]):
     """The standard output lines of one command in a sandbox, as they come (without their
     newline). Returned by :meth:`Sandbox.exec_stream`; the command starts at the first
@@ -176,6 +198,7 @@ class ExecStream(AsyncIterator[str]):
         self._arguments = arguments
         self._stdin = stdin
         self._process: Optional[asyncio.subprocess.Process] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._helpers: List["asyncio.Future[Any]"] = []
         self._cli_stderr = bytearray()
         self._finished = False
@@ -220,6 +243,24 @@ class ExecStream(AsyncIterator[str]):
             await self._stop()
         self._finished = True
 
+    def __del__(self) -> None:
+        # Abandoned mid-way without aclose() (a `break` out of the loop): stop the command as
+        # a cancellation would. airlock is told at once; reaping it is left to a task, as
+        # asyncio does for async generators.
+        process = self._process
+        if process is None or self._finished or process.returncode is not None:
+            return
+        try:
+            process.send_signal(signal.SIGTERM)
+        except (ProcessLookupError, OSError):
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(lambda: loop.create_task(self._stop()))
+            except RuntimeError:
+                pass
+
     @property
     def pid(self) -> Optional[int]:
         """The process ID of the ``airlock sandbox exec`` process (not of the command)."""
@@ -227,6 +268,7 @@ class ExecStream(AsyncIterator[str]):
 
     async def _start(self) -> None:
         sandbox = self._sandbox
+        self._loop = asyncio.get_running_loop()
         self._process = await asyncio.create_subprocess_exec(
             sandbox.binary,
             *self._arguments,
@@ -239,30 +281,13 @@ class ExecStream(AsyncIterator[str]):
             # command itself (below); they do not hit the CLI on their own.
             start_new_session=True,
         )
-        self._helpers.append(asyncio.ensure_future(self._collect_cli_stderr()))
+        # The helpers hold the process, not this object, so that an abandoned stream can
+        # be collected (and stop its command, see __del__).
+        assert self._process.stderr is not None
+        self._helpers.append(asyncio.ensure_future(_collect(self._process.stderr, self._cli_stderr)))
         if self._stdin is not None:
-            self._helpers.append(asyncio.ensure_future(self._feed_stdin(self._stdin)))
-
-    async def _feed_stdin(self, data: bytes) -> None:
-        assert self._process is not None and self._process.stdin is not None
-        pipe = self._process.stdin
-        try:
-            pipe.write(data)
-            await pipe.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # airlock went away; its status says why
-        finally:
-            pipe.close()
-
-    async def _collect_cli_stderr(self) -> None:
-        assert self._process is not None and self._process.stderr is not None
-        while True:
-            chunk = await self._process.stderr.read(4096)
-            if not chunk:
-                return
-            room = _CLI_STDERR_LIMIT - len(self._cli_stderr)
-            if room > 0:
-                self._cli_stderr += chunk[:room]
+            assert self._process.stdin is not None
+            self._helpers.append(asyncio.ensure_future(_feed(self._process.stdin, self._stdin)))
 
     async def _next_event(self) -> Optional[Dict[str, Any]]:
         assert self._process is not None and self._process.stdout is not None
@@ -299,6 +324,7 @@ class ExecStream(AsyncIterator[str]):
         """The output ended: waits for airlock and raises its error if there was no report."""
         process = self._process
         assert process is not None
+        status: Optional[int]
         try:
             status = await asyncio.wait_for(process.wait(), _STOP_GRACE)
             await asyncio.wait_for(asyncio.gather(*self._helpers), _STOP_GRACE)

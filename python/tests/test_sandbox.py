@@ -233,6 +233,26 @@ def test_leaving_the_stream_early_with_aclose_kills_the_command(sandbox: airlock
     assert host_processes_with(marker) == []
 
 
+def test_breaking_out_of_the_loop_kills_the_command(sandbox: airlock.Sandbox) -> None:
+    marker = f"airlockpy-break-{os.getpid()}"
+
+    async def scenario() -> None:
+        async for line in sandbox.exec_stream(["sh", "-c", 'while :; do echo tick; sleep 0.1; done; echo "$0"', marker]):
+            assert line == "tick"
+            break
+        # The abandoned stream is collected; airlock is told to stop the command.
+        import gc
+
+        gc.collect()
+        for _ in range(200):
+            if not host_processes_with(marker):
+                return
+            await asyncio.sleep(0.05)
+
+    run(scenario())
+    assert host_processes_with(marker) == []
+
+
 def test_the_network_is_the_policy(sandbox: airlock.Sandbox, tls_upstream: int) -> None:
     allowed = run(
         sandbox.exec(["curl", "-sS", "--max-time", "20", f"https://allowed.test:{tls_upstream}/from/python"])
