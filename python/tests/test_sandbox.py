@@ -85,6 +85,7 @@ def test_a_missing_command_is_127_not_an_exception(sandbox: airlock.Sandbox) -> 
 
 def test_other_statuses(sandbox: airlock.Sandbox) -> None:
     assert run(sandbox.exec(["true"])).exit_code == 0
+    assert run(sandbox.exec(["/etc/passwd"])).exit_code == 126  # not executable
     assert run(sandbox.exec("kill -9 $$")).exit_code == 137
     timed = run(sandbox.exec("echo before; sleep 30", timeout=0.5))
     assert timed.exit_code == 124 and timed.timed_out is True

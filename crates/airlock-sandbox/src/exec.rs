@@ -35,6 +35,9 @@ pub const QUEUED_EVENTS: usize = 256;
 /// keep the pipes open are not waited for longer; time spent waiting for the consumer to
 /// take queued lines does not count).
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// The start of what `docker exec` prints, on its standard output, when the container
+/// runtime cannot start the command (with status 126, even for a command not found).
+const RUNTIME_EXEC_FAILED: &str = "OCI runtime exec failed";
 /// How often the command is polled for its end.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -187,11 +190,15 @@ pub(crate) fn stream(
     let mut readers = Vec::new();
     // How many readers are waiting for room in the queue (the consumer is behind).
     let waiting = Arc::new(AtomicUsize::new(0));
+    // Set when an engine client said the command was not found (reported as 127).
+    let not_found = Arc::new(AtomicBool::new(false));
+    let engine_failure = (usage == Usage::Unknown).then(|| not_found.clone());
     if let Some(stdout) = child.stdout.take() {
         readers.push(spawn_reader(
             stdout,
             sender.clone(),
             waiting.clone(),
+            engine_failure,
             ExecEvent::Stdout,
         ));
     }
@@ -200,6 +207,7 @@ pub(crate) fn stream(
             stderr,
             sender.clone(),
             waiting.clone(),
+            None,
             ExecEvent::Stderr,
         ));
     }
@@ -217,6 +225,12 @@ pub(crate) fn stream(
             }
             std::thread::sleep(POLL);
         }
+        // As a shell (and the local provider) reports it.
+        let status = if status == 126 && not_found.load(Ordering::SeqCst) {
+            127
+        } else {
+            status
+        };
         let (user_ms, system_ms, max_rss_kib) = match usage {
             Usage::Measured => usage_report,
             Usage::Unknown => (None, None, None),
@@ -237,16 +251,20 @@ pub(crate) fn stream(
     })
 }
 
-/// Reads `pipe` line by line into events.
+/// Reads `pipe` line by line into events. With `engine_failure` (the standard output of an
+/// engine client), a first line saying the runtime could not start the command is standard
+/// error, and a command not found is flagged.
 fn spawn_reader(
     pipe: impl Read + Send + 'static,
     sender: mpsc::SyncSender<ExecEvent>,
     waiting: Arc<AtomicUsize>,
+    engine_failure: Option<Arc<AtomicBool>>,
     wrap: fn(String) -> ExecEvent,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::with_capacity(MAX_LINE, pipe);
         let mut line = Vec::new();
+        let mut first = true;
         loop {
             line.clear();
             match (&mut reader)
@@ -259,7 +277,16 @@ fn spawn_reader(
                         line.pop();
                     }
                     let text = String::from_utf8_lossy(&line).into_owned();
-                    let event = wrap(text);
+                    let event = match &engine_failure {
+                        Some(not_found) if first && text.starts_with(RUNTIME_EXEC_FAILED) => {
+                            if text.contains("not found") {
+                                not_found.store(true, Ordering::SeqCst);
+                            }
+                            ExecEvent::Stderr(text)
+                        }
+                        _ => wrap(text),
+                    };
+                    first = false;
                     let event = match sender.try_send(event) {
                         Ok(()) => continue,
                         Err(mpsc::TrySendError::Disconnected(_)) => return,
