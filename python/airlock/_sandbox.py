@@ -443,19 +443,29 @@ class Sandbox:
         left behind then)."""
         async with self._locked():
             entry = await self._entry()
-            if entry is not None:
-                self._check_running(entry)
-                return
-            status, _, stderr = await self._airlock(
-                self._create_arguments(), timeout=_CREATE_TIMEOUT, with_secrets=True
-            )
-            if status == 0:
-                return
-            # Someone else may have created it meanwhile.
-            entry = await self._entry()
+            failure: Optional[AirlockError] = None
+            if entry is None:
+                status, _, stderr = await self._airlock(
+                    self._create_arguments(), timeout=_CREATE_TIMEOUT, with_secrets=True
+                )
+                if status == 0:
+                    return
+                failure = _failure(_airlock_message(stderr), status, ["airlock", "sandbox", "create", self.name])
+                # Someone else (another process) may be creating it meanwhile.
+                entry = await self._entry()
+                if entry is None:
+                    raise failure
+            # Another creator's sandbox may still be starting: wait for it (bounded).
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _CREATE_TIMEOUT
+            while entry is not None and entry.get("status") == "starting" and loop.time() < deadline:
+                await asyncio.sleep(0.2)
+                entry = await self._entry()
             if entry is not None and entry.get("status") == "running":
                 return
-            raise _failure(_airlock_message(stderr), status, ["airlock", "sandbox", "create", self.name])
+            if entry is None and failure is not None:
+                raise failure
+            self._check_running(entry or {"status": "gone", "reason": "removed while starting"})
 
     def exec_stream(
         self,

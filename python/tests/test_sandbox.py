@@ -311,6 +311,24 @@ def test_ensure_running_and_teardown_life_cycle(state_dir: str, binary: str) -> 
     run(box.teardown())
 
 
+def test_two_creators_of_one_name_both_succeed(state_dir: str) -> None:
+    """Separate objects (as separate orchestrator processes would be) racing to create the
+    same sandbox: one creates it, the other waits for it to run."""
+    name = f"py-race-{os.getpid()}"
+    first = airlock.Sandbox(name, allow=["allowed.test"], state_dir=state_dir)
+    second = airlock.Sandbox(name, allow=["allowed.test"], state_dir=state_dir)
+
+    async def race() -> None:
+        await asyncio.gather(first.ensure_running(), second.ensure_running())
+
+    try:
+        run(race())
+        assert run(second.exec(["echo", "one sandbox"])).stdout == "one sandbox\n"
+    finally:
+        run(first.teardown())
+    assert run(second.health_check()) is False
+
+
 def test_a_dead_sandbox_is_reported(state_dir: str) -> None:
     name = f"py-dead-{os.getpid()}"
     box = airlock.Sandbox(name, allow=["allowed.test"], state_dir=state_dir)
