@@ -3,12 +3,17 @@
 //! or `docker exec`); everything after the spawn is shared.
 //!
 //! Lines are split on `\n` and decoded as UTF-8 (invalid bytes replaced); a line longer
-//! than [`MAX_LINE`] bytes is cut into several events. At the request's timeout every
+//! than [`MAX_LINE`] bytes is cut into several events. At most [`QUEUED_EVENTS`] events wait
+//! for the consumer: a consumer slower than the command slows the command down (its pipes
+//! fill up) instead of the output piling up in memory. At the request's timeout every
 //! process still carrying the command's [`EXEC_ID_VARIABLE`] is killed (its descendants
 //! included, wherever they are in the sandbox) and the status is 124, as with `timeout(1)`.
+//! [`ExecStream::canceller`] does the same on demand (the status is then the command's,
+//! 137 for the `SIGKILL`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
@@ -22,9 +27,16 @@ pub const EXEC_ID_VARIABLE: &str = "AIRLOCK_EXEC_ID";
 pub const MAX_LINE: usize = 64 * 1024;
 /// The status of a command killed at its timeout.
 pub const TIMEOUT_STATUS: i32 = 124;
+/// How many events wait for the consumer at most before the readers stop reading the
+/// command's pipes.
+pub const QUEUED_EVENTS: usize = 256;
 /// How long output may still be read after the command ended (background processes that
-/// keep the pipes open are not waited for longer).
+/// keep the pipes open are not waited for longer; time spent waiting for the consumer to
+/// take queued lines does not count).
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// The start of what `docker exec` prints, on its standard output, when the container
+/// runtime cannot start the command (with status 126, even for a command not found).
+const RUNTIME_EXEC_FAILED: &str = "OCI runtime exec failed";
 /// How often the command is polled for its end.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -62,6 +74,31 @@ pub struct ExecReport {
 pub struct ExecStream {
     events: mpsc::Receiver<ExecEvent>,
     done: bool,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ExecStream {
+    /// A handle that kills the command from any thread (for a caller that is itself being
+    /// stopped); the stream then ends with the command's exit report as usual.
+    pub fn canceller(&self) -> ExecCanceller {
+        ExecCanceller {
+            cancelled: self.cancelled.clone(),
+        }
+    }
+}
+
+/// Kills a running command and all its descendants (see [`ExecStream::canceller`]).
+#[derive(Clone, Debug)]
+pub struct ExecCanceller {
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ExecCanceller {
+    /// Asks for the command to be killed: every process carrying its exec ID gets
+    /// `SIGKILL` within a few milliseconds. Does nothing once the command has ended.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Iterator for ExecStream {
@@ -131,7 +168,8 @@ pub(crate) fn stream_with(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
-    let (sender, events) = mpsc::channel();
+    let (sender, events) = mpsc::sync_channel(QUEUED_EVENTS);
+    let cancelled = Arc::new(AtomicBool::new(false));
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -156,6 +194,7 @@ pub(crate) fn stream_with(
             return Ok(ExecStream {
                 events,
                 done: false,
+                cancelled,
             });
         }
     };
@@ -166,37 +205,54 @@ pub(crate) fn stream_with(
         });
     }
     let mut readers = Vec::new();
+    // How many readers are waiting for room in the queue (the consumer is behind).
+    let waiting = Arc::new(AtomicUsize::new(0));
     // The first line of each stream, for `start_failure` (Docker 20.10 writes its start
     // failure to standard output, later versions to standard error).
     let first_lines = [Arc::new(OnceLock::new()), Arc::new(OnceLock::new())];
+    // An engine client's own start-failure line on its standard output is standard error.
+    let relabel = start_failure.is_some();
     if let Some(stdout) = child.stdout.take() {
-        let first = Arc::clone(&first_lines[0]);
         readers.push(spawn_reader(
             stdout,
-            sender.clone(),
+            Relay {
+                sender: sender.clone(),
+                waiting: waiting.clone(),
+                first: Arc::clone(&first_lines[0]),
+                relabel,
+            },
             ExecEvent::Stdout,
-            first,
         ));
     }
     if let Some(stderr) = child.stderr.take() {
-        let first = Arc::clone(&first_lines[1]);
         readers.push(spawn_reader(
             stderr,
-            sender.clone(),
+            Relay {
+                sender: sender.clone(),
+                waiting: waiting.clone(),
+                first: Arc::clone(&first_lines[1]),
+                relabel: false,
+            },
             ExecEvent::Stderr,
-            first,
         ));
     }
     let timeout = request.timeout;
+    let stop = cancelled.clone();
     let program = request.argv.first().cloned().unwrap_or_default();
     std::thread::spawn(move || {
-        let (mut status, timed_out, usage_report) = wait_for(&child, timeout, &exec_id, started);
-        let deadline = Instant::now() + OUTPUT_GRACE;
-        for reader in readers {
-            while !reader.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(POLL);
+        let (mut status, timed_out, usage_report) =
+            wait_for(&child, timeout, &stop, &exec_id, started);
+        let mut deadline = Instant::now() + OUTPUT_GRACE;
+        while !readers.iter().all(std::thread::JoinHandle::is_finished) {
+            if waiting.load(Ordering::SeqCst) > 0 {
+                // Output is there, the consumer is slow: not a reason to cut it off.
+                deadline = Instant::now() + OUTPUT_GRACE;
+            } else if Instant::now() >= deadline {
+                break;
             }
+            std::thread::sleep(POLL);
         }
+        // As a shell (and the local provider) reports it.
         if let Some(classify) = start_failure
             && !timed_out
             && let Some(corrected) = first_lines
@@ -222,17 +278,33 @@ pub(crate) fn stream_with(
     Ok(ExecStream {
         events,
         done: false,
+        cancelled,
     })
 }
 
-/// Reads `pipe` line by line into events; the first line is also kept in `first`.
+/// Where a reader sends its lines: the bounded queue, the count of readers waiting for
+/// room in it, the first line (kept for `start_failure`) and whether an engine client's
+/// start-failure first line is relabelled as standard error.
+struct Relay {
+    sender: mpsc::SyncSender<ExecEvent>,
+    waiting: Arc<AtomicUsize>,
+    first: Arc<OnceLock<String>>,
+    relabel: bool,
+}
+
+/// Reads `pipe` line by line into events; the first line is also kept in the relay.
 fn spawn_reader(
     pipe: impl Read + Send + 'static,
-    sender: mpsc::Sender<ExecEvent>,
+    relay: Relay,
     wrap: fn(String) -> ExecEvent,
-    first: Arc<OnceLock<String>>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        let Relay {
+            sender,
+            waiting,
+            first,
+            relabel,
+        } = relay;
         let mut reader = BufReader::with_capacity(MAX_LINE, pipe);
         let mut line = Vec::new();
         loop {
@@ -247,10 +319,24 @@ fn spawn_reader(
                         line.pop();
                     }
                     let text = String::from_utf8_lossy(&line).into_owned();
-                    if first.get().is_none() {
+                    let is_first = first.get().is_none();
+                    if is_first {
                         let _ = first.set(text.clone());
                     }
-                    if sender.send(wrap(text)).is_err() {
+                    let event = if relabel && is_first && text.starts_with(RUNTIME_EXEC_FAILED) {
+                        ExecEvent::Stderr(text)
+                    } else {
+                        wrap(text)
+                    };
+                    let event = match sender.try_send(event) {
+                        Ok(()) => continue,
+                        Err(mpsc::TrySendError::Disconnected(_)) => return,
+                        Err(mpsc::TrySendError::Full(event)) => event,
+                    };
+                    waiting.fetch_add(1, Ordering::SeqCst);
+                    let sent = sender.send(event);
+                    waiting.fetch_sub(1, Ordering::SeqCst);
+                    if sent.is_err() {
                         return;
                     }
                 }
@@ -261,11 +347,12 @@ fn spawn_reader(
 
 type UsageFigures = (Option<u64>, Option<u64>, Option<u64>);
 
-/// Waits for the spawned process (killing the command at the deadline) and returns its
-/// shell status, whether it timed out, and its usage.
+/// Waits for the spawned process (killing the command at the deadline or once `cancelled`)
+/// and returns its shell status, whether it timed out, and its usage.
 fn wait_for(
     child: &std::process::Child,
     timeout: Option<Duration>,
+    cancelled: &AtomicBool,
     exec_id: &str,
     started: Instant,
 ) -> (i32, bool, UsageFigures) {
@@ -273,6 +360,7 @@ fn wait_for(
         return (125, false, (None, None, None));
     };
     let mut timed_out = false;
+    let mut killed = false;
     loop {
         let mut status = 0;
         // SAFETY: an all-zero rusage is a valid output buffer.
@@ -300,8 +388,11 @@ fn wait_for(
         if waited < 0 {
             return (125, timed_out, (None, None, None));
         }
-        if !timed_out && timeout.is_some_and(|limit| started.elapsed() >= limit) {
+        if !killed && timeout.is_some_and(|limit| started.elapsed() >= limit) {
             timed_out = true;
+        }
+        if !killed && (timed_out || cancelled.load(Ordering::SeqCst)) {
+            killed = true;
             kill_tagged(exec_id);
             // SAFETY: `pid` is our unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -63,7 +63,7 @@ use std::time::Duration;
 #[cfg(target_os = "linux")]
 pub use docker_provider::{DockerProvider, ROOT_LABEL, SANDBOX_LABEL};
 pub use error::SandboxError;
-pub use exec::{ExecEvent, ExecReport, ExecStream};
+pub use exec::{ExecCanceller, ExecEvent, ExecReport, ExecStream};
 pub use launch::{CreateOptions, Limits};
 #[cfg(target_os = "linux")]
 pub use local::LocalProvider;

@@ -3,7 +3,12 @@
 //!
 //! Every subcommand first cleans what a crash left behind (a container whose daemon is
 //! gone). Exit statuses: `exec` returns the command's status (124 on `--timeout`); every
-//! failure of airlock itself is 125.
+//! failure of airlock itself is 125. `SIGINT`, `SIGTERM` or `SIGHUP` to `exec` kills its
+//! command (and the command's descendants) in the sandbox.
+//!
+//! `exec --json` and `ls --json` speak a versioned line protocol ([`PROTOCOL`],
+//! docs/python.md): fields may be added within a version; removing, renaming or changing
+//! the meaning of one is a new version.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -18,8 +23,12 @@ use airlock_sandbox::{
 };
 
 use crate::policy_args::PolicyArgs;
-use crate::run_cmd::{SETUP_FAILED, UpstreamArgs};
+use crate::run_cmd::{SETUP_FAILED, Signals, UpstreamArgs};
 use crate::sandbox_daemon::{DaemonArgs, ProviderArg};
+
+/// The version of the `--json` line protocol of `exec` and `ls`, carried by `exec`'s
+/// exit report and by every `ls` line as `"protocol"`.
+pub const PROTOCOL: u32 = 1;
 
 /// `airlock sandbox` subcommands.
 #[derive(clap::Subcommand)]
@@ -82,7 +91,8 @@ pub struct ExecArgs {
     /// The sandbox.
     name: String,
     /// One JSON object per line: `{"stream":"stdout"|"stderr","line":...}`, then
-    /// `{"exit":N,"timed_out":...,"wall_ms":...,"user_ms":...,"system_ms":...,"max_rss_kib":...}`.
+    /// `{"exit":N,"timed_out":...,"wall_ms":...,"user_ms":...,"system_ms":...,"max_rss_kib":...,
+    /// "protocol":1}`.
     #[arg(long)]
     json: bool,
     /// Working directory inside the sandbox (default: the task worktree or the workspace).
@@ -264,7 +274,27 @@ fn exec(args: ExecArgs) -> Result<ExitCode, SandboxError> {
             })?;
         request.stdin = Some(input);
     }
+    // Caught before the command starts, so that stopping this process always stops it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| SandboxError::Spawn {
+            what: "airlock (signal handling)".into(),
+            source,
+        })?;
+    let mut signals = {
+        let _entered = runtime.enter();
+        Signals::install().map_err(|source| SandboxError::Spawn {
+            what: "airlock (signal handlers)".into(),
+            source,
+        })?
+    };
     let events = provider_for(&sandboxes, state.provider).exec(&name, request)?;
+    let canceller = events.canceller();
+    std::thread::spawn(move || {
+        runtime.block_on(signals.any());
+        canceller.cancel();
+    });
     let mut stdout = std::io::stdout().lock();
     let mut status = i32::from(SETUP_FAILED);
     for event in events {
@@ -277,6 +307,7 @@ fn exec(args: ExecArgs) -> Result<ExitCode, SandboxError> {
                     if let Some(object) = value.as_object_mut() {
                         let status = object.remove("status").unwrap_or_default();
                         object.insert("exit".into(), status);
+                        object.insert("protocol".into(), PROTOCOL.into());
                     }
                     value
                 }
@@ -331,6 +362,7 @@ fn ls(args: &LsArgs) -> Result<ExitCode, SandboxError> {
                 "workdir": workdir,
                 "branch": state.as_ref().and_then(|s| s.workspace.as_ref()).map(|w| w.branch.clone()),
                 "created_unix": state.as_ref().map(|s| s.created_unix),
+                "protocol": PROTOCOL,
             })
             .to_string()
         } else {

@@ -175,6 +175,46 @@ fn one_sandbox_runs_many_commands_with_streamed_output_and_rm_leaves_nothing() {
 }
 
 #[test]
+fn a_terminated_exec_kills_its_command_and_the_sandbox_goes_on() {
+    if !namespaces_available("a_terminated_exec_kills_its_command") {
+        return;
+    }
+    use std::io::BufRead;
+    let home = SandboxHome::new();
+    create(&home, "term", &[], &[]);
+    let marker = format!("airlock-term-{}", std::process::id());
+    let script = "echo started; sleep 300 && echo \"$0\"";
+    let mut child = home
+        .command(&["exec", "term", "--json", "--", "sh", "-c", script, &marker])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("exec");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a first line").expect("read");
+    assert!(first.contains("started"), "{first}");
+    assert!(process_with_marker(&marker), "the command runs");
+    let pid = i32::try_from(child.id()).expect("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM to the CLI");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait for the CLI");
+    let report: Value = serde_json::from_str(rest.last().expect("an exit report")).expect("json");
+    assert_eq!(report["exit"], 137, "{rest:?}");
+    assert_eq!(report["protocol"], 1, "{rest:?}");
+    assert_eq!(status.code(), Some(137));
+    assert!(
+        wait_until(Duration::from_secs(10), || !process_with_marker(&marker)),
+        "the command survived the CLI's SIGTERM"
+    );
+    let run = home.exec_json("term", "echo still-here");
+    assert_eq!(run.stdout, ["still-here"], "{run:?}");
+    home.must(&["rm", "term"]);
+}
+
+#[test]
 fn a_killed_daemon_or_cli_is_found_and_cleaned_at_the_next_command() {
     if !namespaces_available("a_killed_daemon_or_cli_is_found_and_cleaned") {
         return;
