@@ -115,7 +115,7 @@ def test_cancelling_events_closes_the_stream(unix_proxy: AdminProxy) -> None:
 
 
 def test_pending_and_decide_follow_the_contract(unix_proxy: AdminProxy) -> None:
-    """`/v1/pending` (asking, PRODUCT.md §8.3): a proxy that does not offer it answers 404
+    """`/v1/pending` (asking, the contract of issue 19): a proxy that does not offer it answers 404
     for the route, surfaced as EndpointNotFound; one that does answers a list, and an
     unknown id is NotFound."""
     proxy = airlock.Proxy(unix_proxy.admin or "")
