@@ -65,14 +65,22 @@ impl Place {
     pub fn current() -> Result<Place, String> {
         let cwd = std::env::current_dir()
             .map_err(|e| format!("cannot read the working directory: {e}"))?;
+        let uid = nix::unistd::getuid();
+        // HOME, else the user database (daemons and orchestrators may run without HOME).
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
-            .ok_or("HOME is not set: filesystem entries with `~` cannot be resolved")?;
+            .or_else(|| {
+                nix::unistd::User::from_uid(uid)
+                    .ok()
+                    .flatten()
+                    .map(|user| user.dir)
+            })
+            .ok_or("neither HOME nor the user database names a home directory")?;
         Ok(Place {
             home,
             cwd,
-            uid: nix::unistd::getuid().as_raw(),
+            uid: uid.as_raw(),
             workspace: None,
         })
     }

@@ -328,6 +328,10 @@ async fn serve_local(
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
     let (workspace, fs) = sandbox_filesystem(plan)?;
+    // The holder is this binary, executed inside the jail: bound in at its own path, since
+    // it may lie where the jail shows something else (a virtual environment under /tmp).
+    let mut bind_files = run_cmd::bundle_binds(&plan.session.bundle);
+    bind_files.push((exe.clone(), exe.clone()));
     let spec = JailSpec {
         argv: vec![
             exe.into_os_string(),
@@ -339,7 +343,7 @@ async fn serve_local(
         tcp_ports: plan.session.tcp_ports(),
         hide_paths: fs.hidden,
         hide_if_present: crate::host_sockets::scan(),
-        bind_files: run_cmd::bundle_binds(&plan.session.bundle),
+        bind_files,
         filesystem: Some(fs.confinement),
     };
     let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
