@@ -18,6 +18,9 @@ const MAX_WALK_DEPTH: usize = 24;
 /// Directories that hold no protected name worth the walk: package trees, and (inside a
 /// `.git` directory) git's object and LFS stores.
 const SKIPPED_DIRS: [&str; 1] = ["node_modules"];
+/// The file that marks a cache directory (a build tree such as cargo's `target/`): its
+/// contents are build output, not configuration, and are not walked.
+const CACHE_MARKER: &str = "CACHEDIR.TAG";
 /// Directories skipped inside a `.git` directory.
 const SKIPPED_GIT_DIRS: [&str; 2] = ["objects", "lfs"];
 
@@ -212,7 +215,8 @@ fn walk_protected(
             let name = entry.file_name();
             let in_git = current.file_name().is_some_and(|n| n == ".git");
             let skipped = SKIPPED_DIRS.iter().any(|skip| name == *skip)
-                || (in_git && SKIPPED_GIT_DIRS.iter().any(|skip| name == *skip));
+                || (in_git && SKIPPED_GIT_DIRS.iter().any(|skip| name == *skip))
+                || (is_dir && path.join(CACHE_MARKER).is_file());
             if is_dir && !skipped && depth < MAX_WALK_DEPTH {
                 pending.push_back((path, depth + 1));
             }
@@ -230,11 +234,21 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let home = root.path().join("home");
         let project = home.join("proj");
-        for dir in [".git/hooks", "sub/.vscode", "node_modules/x/.git/hooks"] {
+        for dir in [
+            ".git/hooks",
+            "sub/.vscode",
+            "node_modules/x/.git/hooks",
+            "target/.idea",
+        ] {
             std::fs::create_dir_all(project.join(dir)).expect("dirs");
         }
         std::fs::write(project.join(".git/config"), "").expect("config");
         std::fs::write(project.join("sub/.envrc"), "").expect("envrc");
+        std::fs::write(
+            project.join("target/CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .expect("tag");
         std::fs::create_dir_all(home.join(".ssh")).expect("ssh");
         let place = Place {
             home: home.clone(),
