@@ -38,7 +38,12 @@ impl Provider for LocalProvider {
 
     fn exec(&self, name: &SandboxName, request: ExecRequest) -> Result<ExecStream, SandboxError> {
         let state = self.sandboxes.running(name)?;
-        let Confinement::Local { jail, cgroups } = &state.confinement else {
+        let Confinement::Local {
+            jail,
+            cgroups,
+            writable,
+        } = &state.confinement
+        else {
             return Err(crate::launch::wrong_provider(&state, self.kind()));
         };
         let Some((program, arguments)) = request.argv.split_first() else {
@@ -50,10 +55,15 @@ impl Provider for LocalProvider {
         };
         let mut entry = JailEntry::open(jail.pid).map_err(spawn_error)?;
         // Other sandboxes (made before or after this one) are inside airlock's state
-        // root, which the jail covers whole; Landlock confines writes to the workspace.
-        entry
-            .confine_writes(&[self.sandboxes.workspace_dir(name)])
-            .map_err(spawn_error)?;
+        // root, which the jail covers whole; Landlock confines writes to the workspace and
+        // the sandbox's other writable directories.
+        let workspace = [self.sandboxes.workspace_dir(name)];
+        let writable = if writable.is_empty() {
+            &workspace[..]
+        } else {
+            &writable[..]
+        };
+        entry.confine_writes(writable).map_err(spawn_error)?;
         entry.join_cgroups(cgroups).map_err(spawn_error)?;
         let exec_id = exec::new_exec_id();
         let mut command = Command::new(program);
@@ -71,7 +81,7 @@ impl Provider for LocalProvider {
     fn teardown(&self, name: &SandboxName) -> Result<(), SandboxError> {
         crate::launch::stop_and_remove(&self.sandboxes, name, |state| {
             // The jail dies with its daemon (parent-death signal); make sure of it.
-            if let Some(Confinement::Local { jail, cgroups }) = state.map(|s| &s.confinement) {
+            if let Some(Confinement::Local { jail, cgroups, .. }) = state.map(|s| &s.confinement) {
                 if jail.is_alive() {
                     // SAFETY: kill has no memory-safety preconditions; identity checked.
                     unsafe { libc::kill(jail.pid, libc::SIGKILL) };

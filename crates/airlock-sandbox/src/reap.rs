@@ -30,7 +30,7 @@ pub fn reap(sandboxes: &Sandboxes, scan: Scan) -> Vec<String> {
             continue;
         }
         let cleaned = match &state.confinement {
-            Confinement::Local { jail, cgroups } => {
+            Confinement::Local { jail, cgroups, .. } => {
                 if jail.is_alive() {
                     // SAFETY: kill has no memory-safety preconditions; identity checked.
                     unsafe { libc::kill(jail.pid, libc::SIGKILL) };

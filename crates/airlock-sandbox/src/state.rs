@@ -178,6 +178,10 @@ pub enum Confinement {
         /// The control groups the sandbox's processes are in (one per hierarchy), when
         /// resource limits apply.
         cgroups: Vec<PathBuf>,
+        /// The directories commands may write (the workspace, then the policy's
+        /// `filesystem.writable`), for the Landlock layer of each joining command.
+        #[serde(default)]
+        writable: Vec<PathBuf>,
     },
     /// The container of [`crate::DockerProvider`].
     Docker {

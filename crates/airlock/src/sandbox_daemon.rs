@@ -328,6 +328,7 @@ async fn serve_local(
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
     let (workspace, fs) = sandbox_filesystem(plan)?;
+    let writable = fs.confinement.writable.clone();
     // The holder is this binary, executed inside the jail: bound in at its own path, since
     // it may lie where the jail shows something else (a virtual environment under /tmp).
     let mut bind_files = run_cmd::bundle_binds(&plan.session.bundle);
@@ -364,7 +365,8 @@ async fn serve_local(
             return Err(e.to_string());
         }
     }
-    let result = serve_jail(plan, proxy, stop, jail, &cgroups, termination).await;
+    let recorded = (&cgroups[..], &writable[..]);
+    let result = serve_jail(plan, proxy, stop, jail, recorded, termination).await;
     airlock_sandbox::cgroup::remove(&cgroups);
     result
 }
@@ -412,7 +414,7 @@ async fn serve_jail(
     proxy: Proxy,
     stop: &watch::Sender<bool>,
     mut jail: airlock_jail::RunningJail,
-    cgroups: &[PathBuf],
+    (cgroups, writable): (&[PathBuf], &[PathBuf]),
     termination: &mut Signals,
 ) -> Result<(), String> {
     let served = run_cmd::serve_handed(
@@ -440,6 +442,7 @@ async fn serve_jail(
     let confinement = Confinement::Local {
         jail: jail_id,
         cgroups: cgroups.to_vec(),
+        writable: writable.to_vec(),
     };
     if let Err(e) = plan.announce(ProviderKind::Local, confinement, workdir) {
         let _ = signaller.signal(libc::SIGKILL);

@@ -636,3 +636,50 @@ fn planted_state_files_run_no_program_and_kill_no_process() {
     let _ = victim.kill();
     let _ = victim.wait();
 }
+
+#[test]
+fn a_sandbox_writes_its_workspace_and_its_policys_writable_directories_only() {
+    if !namespaces_available(
+        "a_sandbox_writes_its_workspace_and_its_policys_writable_directories_only",
+    ) {
+        return;
+    }
+    let home = SandboxHome::new();
+    let cache = home.scratch().join("cache");
+    let elsewhere = home.scratch().join("elsewhere");
+    std::fs::create_dir_all(&cache).expect("cache");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    let policy = home.scratch().join("fs.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nfilesystem:\n  writable: [\"{}\"]\n",
+            cache.display()
+        ),
+    )
+    .expect("policy");
+    if let Some(uid) = support::test_user::uid() {
+        support::test_user::chown_tree(&home.scratch(), uid);
+    }
+    create(
+        &home,
+        "fsw",
+        &["--policy".into(), policy.display().to_string()],
+        &[],
+    );
+    let script = format!(
+        "touch made && echo workspace=yes; touch {cache}/made && echo cache=yes; \
+         touch {elsewhere}/made 2>/dev/null && echo elsewhere=yes; echo done",
+        cache = cache.display(),
+        elsewhere = elsewhere.display(),
+    );
+    let run = home.exec_json("fsw", &script);
+    assert_eq!(
+        run.stdout,
+        ["workspace=yes", "cache=yes", "done"],
+        "the workspace and the policy's writable directory only: {run:?}"
+    );
+    assert!(cache.join("made").exists());
+    assert!(!elsewhere.join("made").exists());
+    home.must(&["rm", "fsw"]);
+}
