@@ -543,11 +543,17 @@ fn swap_credentials(
             body_swap: None,
         });
     }
-    let mut in_scope: Vec<&str> = policy
-        .secrets_for_host(&destination.host)
-        .iter()
-        .map(|secret| secret.name.as_str())
-        .collect();
+    // A real value never travels in clear: over plain HTTP no secret is in scope, so a
+    // surrogate there, even to its own host, trips the wire (docs/secrets.md).
+    let mut in_scope: Vec<&str> = if destination.scheme == "https" {
+        policy
+            .secrets_for_host(&destination.host)
+            .iter()
+            .map(|secret| secret.name.as_str())
+            .collect()
+    } else {
+        Vec::new()
+    };
     if let Some(name) = route_secret
         && !in_scope.contains(&name)
     {

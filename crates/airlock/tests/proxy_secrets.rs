@@ -355,3 +355,29 @@ fn inject_sets_the_header_whatever_the_client_sent() {
     }
     assert_real_value_never_shown(&proxy);
 }
+
+#[test]
+fn a_surrogate_over_plain_http_is_refused_even_to_its_own_host() {
+    let pki = TestPki::new();
+    let upstream = Upstream::plain();
+    let proxy = start(&pki, &upstream);
+    let url = format!("http://localhost:{}/echo/plain", upstream.port());
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let response = curl_get(&proxy, &pki, &url, &[&auth]);
+    assert_refusal(
+        response.status,
+        &response.headers,
+        &response.body,
+        &ExpectedRefusal {
+            reason: "secret_out_of_scope",
+            method: "GET",
+            host: "localhost",
+            path: Some("/echo/plain"),
+        },
+    );
+    assert_eq!(upstream.hit_count(), 0, "{:?}", upstream.hits());
+    // Control: the same host over plain HTTP without the surrogate passes untouched.
+    let response = curl_get(&proxy, &pki, &url, &[]);
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_real_value_never_shown(&proxy);
+}
