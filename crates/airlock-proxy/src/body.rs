@@ -6,8 +6,8 @@
 //! encoded real value minus one byte between frames).
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use airlock_credentials::{BodySwap, ScrubStream};
@@ -17,7 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
-use crate::record::Exchange;
+use crate::record::{BodyReport, Exchange};
 
 /// A response body: in-memory, or streamed from upstream and audited when it ends.
 pub struct ProxyBody {
@@ -226,28 +226,6 @@ impl Body for ProxyBody {
 /// The error an [`UploadBody`] ends with.
 pub type UploadError = Box<dyn std::error::Error + Send + Sync>;
 
-/// What a scanned request body did: whether it tripped, and the secrets swapped in it.
-#[derive(Debug, Default)]
-pub struct BodyReport {
-    tripped: AtomicBool,
-    swapped: Mutex<Vec<String>>,
-}
-
-impl BodyReport {
-    /// Whether an out-of-scope surrogate was found (the upload was aborted).
-    pub fn tripped(&self) -> bool {
-        self.tripped.load(Ordering::Relaxed)
-    }
-
-    /// The names of the secrets swapped in the body, in policy order.
-    pub fn swapped(&self) -> Vec<String> {
-        self.swapped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
 /// The client's request body on its way upstream; counts the bytes it relays and, when
 /// bodies are scanned, swaps surrogates through a [`BodySwap`]. An out-of-scope surrogate
 /// ends the body with an error (the upstream request is abandoned, nothing of the
@@ -288,15 +266,11 @@ impl UploadBody {
     }
 
     fn finished(&self, swap: &BodySwap) {
-        *self
-            .report
-            .swapped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = swap.swapped();
+        self.report.set_swapped(swap.swapped());
     }
 
     fn trip(&self) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
-        self.report.tripped.store(true, Ordering::Relaxed);
+        self.report.trip();
         Poll::Ready(Some(Err(
             "the request body carries a credential surrogate for another host".into(),
         )))
@@ -355,4 +329,12 @@ impl Body for UploadBody {
             Some(_) => SizeHint::default(),
         }
     }
+}
+
+/// Whether `headers` declare a content coding other than identity (the body then cannot
+/// be scanned or scrubbed).
+pub(crate) fn is_encoded(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
 }

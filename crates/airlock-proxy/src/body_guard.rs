@@ -12,7 +12,7 @@ use http::header::HeaderMap;
 use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
-use crate::forward::is_encoded;
+use crate::body::is_encoded;
 
 /// The request body, read whole; `Err` (`body_uninspectable`) when it is compressed
 /// (a `Content-Encoding` other than `identity`), over the limit, or cut short.

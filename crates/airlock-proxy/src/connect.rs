@@ -12,10 +12,10 @@ use hyper::body::Incoming;
 
 use crate::body::ProxyBody;
 use crate::config::TunnelRefusal;
-use crate::forward::malformed;
+use crate::context::ConnContext;
+use crate::malformed::malformed;
 use crate::record::{Line, LineKind};
 use crate::refusal::Refused;
-use crate::server::ConnContext;
 use crate::tunnel;
 
 /// Answers a CONNECT request arriving on a direct proxy connection.

@@ -26,14 +26,16 @@ use http_body::Body as _;
 use http_body_util::{BodyExt as _, Either};
 use hyper::body::Incoming;
 
+use crate::body::is_encoded;
 use crate::body::{ProxyBody, UploadBody};
 use crate::body_guard;
 use crate::connect;
+use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
+use crate::malformed::malformed;
 use crate::mcp::{self, Inspected};
 use crate::record::{Exchange, Line, LineKind};
 use crate::refusal::{self, Refused};
-use crate::server::ConnContext;
 use crate::upstream::DialError;
 use crate::websocket;
 
@@ -272,7 +274,10 @@ pub(crate) async fn serve(
     let mut response = match client.request(upstream_request).await {
         Ok(response) => response,
         Err(_) if body_report.as_ref().is_some_and(|report| report.tripped()) => {
-            let response = exchange.refuse(Decision::deny(Reason::SecretOutOfScope, None));
+            let response = refusal::refuse_exchange(
+                &mut exchange,
+                Decision::deny(Reason::SecretOutOfScope, None),
+            );
             drop(exchange);
             return Ok(response);
         }
@@ -454,64 +459,6 @@ fn refuse(
     response
 }
 
-/// Answers a malformed request with 400 (the connection closes after it) and logs it with
-/// the best destination the connection knows.
-pub(crate) fn malformed<B>(
-    context: &ConnContext,
-    request: &Request<B>,
-    message: &str,
-) -> Response<ProxyBody> {
-    let response = refusal::bad_request(message);
-    log_malformed(
-        context,
-        Some(request),
-        Some(request.method().as_str()),
-        response.status().as_u16(),
-    );
-    response
-}
-
-/// Logs a request hyper's parser refused before the service saw it (bad framing, two
-/// differing `Content-Length`s, an oversize head): hyper has answered it with a 4xx and
-/// closed the connection.
-pub(crate) fn log_parse_error(context: &ConnContext, error: &hyper::Error) {
-    if error.is_parse() || error.is_parse_too_large() {
-        let status = if error.is_parse_too_large() { 431 } else { 400 };
-        log_malformed::<()>(context, None, None, status);
-    }
-}
-
-/// One `bad_request` audit line: the tunnel's destination, or on a direct connection the
-/// request URI's host when there is a request to read it from.
-fn log_malformed<B>(
-    context: &ConnContext,
-    request: Option<&Request<B>>,
-    method: Option<&str>,
-    status: u16,
-) {
-    let (host, port) = match (&context.origin, request) {
-        (Origin::Tunnel { host, port, .. }, _) => (host.to_string(), *port),
-        (Origin::Direct, Some(request)) => (
-            request.uri().host().unwrap_or_default().to_owned(),
-            request.uri().port_u16().unwrap_or(80),
-        ),
-        (Origin::Direct, None) => (String::new(), 0),
-    };
-    let mut line = Line::new(LineKind::Http, host, port, context.id);
-    line.malformed = true;
-    line.method = method.map(str::to_owned);
-    line.status = Some(status);
-    line.write(&context.shared.audit);
-}
-
-/// Whether `headers` declare a content coding other than identity (the body then cannot
-/// be scanned or scrubbed).
-pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
-}
-
 /// What [`swap_credentials`] prepared for one request.
 struct Prepared {
     /// The secrets swapped into the headers or query.
@@ -685,7 +632,7 @@ fn upstream_failed(
 ) -> Response<ProxyBody> {
     match find_dial_error(error) {
         Some(DialError::Denied(decision)) => {
-            let response = exchange.refuse(decision.clone());
+            let response = refusal::refuse_exchange(&mut exchange, decision.clone());
             drop(exchange);
             response
         }

@@ -20,10 +20,10 @@ use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use crate::body::ProxyBody;
-use crate::forward::is_encoded;
+use crate::body::is_encoded;
+use crate::context::ConnContext;
 use crate::record::{Exchange, Line, LineKind};
 use crate::refusal;
-use crate::server::ConnContext;
 
 /// What the response step needs to know about an inspected MCP request.
 pub(crate) struct McpGuard {

@@ -6,16 +6,12 @@
 //!
 //! This module is the only one that touches [`airlock_audit`]'s event type.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use airlock_audit::{AuditEvent, AuditLog};
 use airlock_policy::{Decision, Reason};
-use http::Response;
-
-use crate::body::{BodyReport, ProxyBody};
-use crate::refusal::Refused;
 
 /// The kinds of audit line the data plane writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,25 +200,15 @@ impl Exchange {
         line.write(&self.audit);
     }
 
-    /// Turns the exchange into a refusal (the address guard refused the destination after
-    /// the request itself was allowed) and returns its 403.
-    pub fn refuse(&mut self, decision: Decision) -> Response<ProxyBody> {
-        let reason = decision.reason.unwrap_or(Reason::PrivateAddress);
+    /// Turns the exchange into a refusal (the address guard or a tripped body refused what
+    /// was allowed) and returns its line, for [`crate::refusal::refuse_exchange`].
+    pub fn deny(&mut self, decision: Decision) -> &Line {
         let line = &mut self.line;
         line.allowed = false;
-        line.reason = Some(reason);
+        line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
         line.rule = decision.rule;
         line.secrets.clear();
-        let response = Refused {
-            reason,
-            method: line.method.as_deref().unwrap_or("GET"),
-            host: &line.host,
-            path: line.path.as_deref(),
-            rule: line.rule.as_deref(),
-        }
-        .response();
-        line.status = Some(response.status().as_u16());
-        response
+        line
     }
 }
 
@@ -244,5 +230,37 @@ impl Drop for Exchange {
         }
         line.ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
         line.write(&self.audit);
+    }
+}
+
+/// What a scanned request body did: whether it tripped, and the secrets swapped in it.
+#[derive(Debug, Default)]
+pub struct BodyReport {
+    tripped: AtomicBool,
+    swapped: Mutex<Vec<String>>,
+}
+
+impl BodyReport {
+    /// Whether an out-of-scope surrogate was found (the upload was aborted).
+    pub fn tripped(&self) -> bool {
+        self.tripped.load(Ordering::Relaxed)
+    }
+
+    /// Marks the body as tripped (an out-of-scope surrogate ended it).
+    pub(crate) fn trip(&self) {
+        self.tripped.store(true, Ordering::Relaxed);
+    }
+
+    /// Records the secrets swapped in the body.
+    pub(crate) fn set_swapped(&self, names: Vec<String>) {
+        *self.swapped.lock().unwrap_or_else(PoisonError::into_inner) = names;
+    }
+
+    /// The names of the secrets swapped in the body, in policy order.
+    pub fn swapped(&self) -> Vec<String> {
+        self.swapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

@@ -130,6 +130,24 @@ fn json_response(status: StatusCode, json: Vec<u8>, deny: bool) -> Response<Prox
     response
 }
 
+/// Turns an allowed exchange into a refusal and answers its 403.
+pub(crate) fn refuse_exchange(
+    exchange: &mut crate::record::Exchange,
+    decision: airlock_policy::Decision,
+) -> Response<ProxyBody> {
+    let line = exchange.deny(decision);
+    let response = Refused {
+        reason: line.reason.unwrap_or(Reason::PrivateAddress),
+        method: line.method.as_deref().unwrap_or("GET"),
+        host: &line.host,
+        path: line.path.as_deref(),
+        rule: line.rule.as_deref(),
+    }
+    .response();
+    exchange.set_status(response.status().as_u16());
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

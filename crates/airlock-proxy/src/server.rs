@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use airlock_audit::AuditLog;
 use airlock_credentials::Credentials;
 use airlock_policy::CompiledPolicy;
 use arc_swap::ArcSwap;
@@ -17,22 +16,17 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 
 use crate::ca::CertificateAuthority;
-use crate::config::{Limits, ProxyConfig, TunnelRefusal};
+use crate::config::ProxyConfig;
+use crate::context::{ConnContext, Shared, client_alpn, stopping};
 use crate::forward;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
 use crate::transparent::{self, Capture, NameLookup};
-use crate::upstream::{Upstream, UpstreamClient, UpstreamSetupError};
-
-/// The ALPN protocols offered to intercepted clients.
-pub(crate) fn client_alpn() -> Vec<Vec<u8>> {
-    vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-}
+use crate::upstream::{Upstream, UpstreamSetupError};
 
 /// Why a proxy could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -40,60 +34,6 @@ pub enum SetupError {
     /// The upstream side (trust roots, `--upstream-ca`) could not be set up.
     #[error(transparent)]
     Upstream(#[from] UpstreamSetupError),
-}
-
-/// State shared by every connection of one proxy.
-pub(crate) struct Shared {
-    pub(crate) policy: Arc<ArcSwap<CompiledPolicy>>,
-    pub(crate) ca: Arc<CertificateAuthority>,
-    /// Swapped whole when a `file:` secret is rotated ([`Proxy::credentials`]).
-    pub(crate) credentials: Arc<ArcSwap<Credentials>>,
-    pub(crate) audit: AuditLog,
-    pub(crate) upstream: Arc<Upstream>,
-    pub(crate) client: UpstreamClient,
-    pub(crate) websocket_client: UpstreamClient,
-    /// Mints a leaf per SNI; offers h2 and http/1.1.
-    pub(crate) intercept_tls: Arc<ServerConfig>,
-    pub(crate) http1: http1::Builder,
-    pub(crate) http_any: auto::Builder<TokioExecutor>,
-    pub(crate) limits: Limits,
-    pub(crate) tunnel_refusal: TunnelRefusal,
-    next_conn: AtomicU64,
-    pub(crate) shutdown: watch::Receiver<bool>,
-}
-
-impl Shared {
-    /// Whether requests may still be served: false once the audit log has failed (the
-    /// audit log tells stderr so, once).
-    pub(crate) fn audit_ok(&self) -> bool {
-        self.audit.healthy()
-    }
-}
-
-/// One client connection: what every request on it shares.
-pub(crate) struct ConnContext {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) origin: Origin,
-    pub(crate) id: u64,
-    /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
-    pub(crate) head_tap: Option<HeadTap>,
-    /// Held while anything serves this connection (tunnels included), so that the cap and
-    /// the drain on shutdown count it.
-    pub(crate) _permit: Arc<OwnedSemaphorePermit>,
-}
-
-impl ConnContext {
-    /// The same connection, now known to be a tunnel to `origin` (whose HTTP layer, if
-    /// any, sets its own head tap).
-    pub(crate) fn with_origin(&self, origin: Origin) -> ConnContext {
-        ConnContext {
-            shared: self.shared.clone(),
-            origin,
-            id: self.id,
-            head_tap: None,
-            _permit: self._permit.clone(),
-        }
-    }
 }
 
 /// Live figures of a running proxy, for the admin API's metrics; cheap to clone.
@@ -194,6 +134,7 @@ impl Proxy {
             tunnel_refusal,
             next_conn: AtomicU64::new(1),
             shutdown: shutdown_rx,
+            serve_http: |context, request| Box::pin(forward::serve(context, request)),
         });
         Ok(Proxy {
             shared,
@@ -334,12 +275,6 @@ async fn accept_failed(error: std::io::Error) {
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
 }
 
-/// Completes once the proxy is shutting down.
-pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
-    // An error means the proxy is gone: stopping as well.
-    let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
 /// Serves one accepted client connection as an HTTP/1 proxy connection.
 async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let shared = context.shared.clone();
@@ -358,6 +293,6 @@ async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     };
     if let Err(e) = result {
         tracing::debug!("client connection: {e}");
-        forward::log_parse_error(&context, &e);
+        crate::malformed::log_parse_error(&context, &e);
     }
 }

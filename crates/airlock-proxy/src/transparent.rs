@@ -28,8 +28,8 @@ use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::context::ConnContext;
 use crate::record::{Line, LineKind};
-use crate::server::ConnContext;
 use crate::tunnel::{self, Sniffed};
 
 /// The most bytes read while looking for a plain-HTTP `Host` header on a connection to

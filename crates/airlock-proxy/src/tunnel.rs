@@ -22,13 +22,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::forward;
+use crate::context::{ConnContext, client_alpn, stopping};
 use crate::head_tap::{HeadTap, Tapped};
 use crate::identity::Origin;
 use crate::record::{Line, LineKind};
 use crate::relay::relay;
 use crate::rewind::Rewind;
-use crate::server::{ConnContext, client_alpn, stopping};
 use crate::upstream::DialError;
 
 /// The most a ClientHello may take (a TLS record is at most 16 KiB plus its header; a
@@ -287,7 +286,8 @@ where
     let log_context = context.clone();
     let shared = context.shared.clone();
     let mut shutdown = shared.shutdown.clone();
-    let service = service_fn(move |request| forward::serve(context.clone(), request));
+    let serve_http = shared.serve_http;
+    let service = service_fn(move |request| serve_http(context.clone(), request));
     if h2 {
         let connection = shared.http_any.serve_connection_with_upgrades(io, service);
         tokio::pin!(connection);
@@ -313,7 +313,7 @@ where
         };
         if let Err(e) = result {
             tracing::debug!("tunnel connection: {e}");
-            forward::log_parse_error(&log_context, &e);
+            crate::malformed::log_parse_error(&log_context, &e);
         }
     }
 }

@@ -25,9 +25,9 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::ProtocolError};
 
 use crate::body_guard;
+use crate::context::ConnContext;
 use crate::record::{Exchange, LineKind};
 use crate::relay::{Counters, relay};
-use crate::server::ConnContext;
 
 /// How long the closing frames of a refused connection may take to send.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -98,7 +98,8 @@ impl Provider for DockerProvider {
         let cwd = cwd.to_str().ok_or_else(|| {
             SandboxError::Unsupported(format!("{}: not a UTF-8 directory", cwd.display()))
         })?;
-        let command = engine_of(engine)?.exec_command(&id, cwd, &env, &request.argv)?;
+        let command =
+            crate::state::engine_of(engine)?.exec_command(&id, cwd, &env, &request.argv)?;
         // `docker exec` answers 126 for a command it could not start, found or not; its
         // message tells which, and the status becomes a shell's (127 / 126).
         exec::stream_with(
@@ -114,7 +115,7 @@ impl Provider for DockerProvider {
         crate::launch::stop_and_remove(&self.sandboxes, name, |state| {
             if let Some(Confinement::Docker { container, engine }) = state.map(|s| &s.confinement)
                 && let Ok(id) = container_id(container)
-                && let Ok(docker) = engine_of(engine)
+                && let Ok(docker) = crate::state::engine_of(engine)
             {
                 let _ = docker.remove(&id);
             }
@@ -132,16 +133,5 @@ fn container_id(text: &str) -> Result<ContainerId, SandboxError> {
     ContainerId::parse(text).ok_or_else(|| SandboxError::CorruptState {
         path: "state.json".into(),
         why: format!("{text:?} is not a container ID"),
-    })
-}
-
-/// The engine a state file names, found on `PATH` by its name (never run from the
-/// recorded path).
-pub(crate) fn engine_of(recorded: &std::path::Path) -> Result<Docker, SandboxError> {
-    Docker::named(recorded).ok_or_else(|| {
-        SandboxError::Unsupported(format!(
-            "the container engine {} is not on PATH",
-            recorded.display()
-        ))
     })
 }

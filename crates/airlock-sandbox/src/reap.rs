@@ -39,7 +39,7 @@ pub fn reap(sandboxes: &Sandboxes, scan: Scan) -> Vec<String> {
                 true
             }
             Confinement::Docker { container, engine } => {
-                let docker = crate::docker_provider::engine_of(engine).ok();
+                let docker = crate::state::engine_of(engine).ok();
                 match ContainerId::parse(container)
                     .zip(docker)
                     .map(|(id, docker)| docker.remove(&id))

@@ -81,6 +81,17 @@ fn parent_of(pid: i32) -> Option<i32> {
         .ok()
 }
 
+/// The engine a state file names, found on `PATH` by its name (never run from the
+/// recorded path).
+pub(crate) fn engine_of(recorded: &std::path::Path) -> Result<crate::docker::Docker, SandboxError> {
+    crate::docker::Docker::named(recorded).ok_or_else(|| {
+        SandboxError::Unsupported(format!(
+            "the container engine {} is not on PATH",
+            recorded.display()
+        ))
+    })
+}
+
 /// The largest state file airlock reads back.
 pub const MAX_STATE_BYTES: u64 = 1 << 20;
 
@@ -411,7 +422,7 @@ impl Sandboxes {
                 let Some(id) = crate::docker::ContainerId::parse(container) else {
                     return Health::Dead(format!("{container:?} is not a container ID"));
                 };
-                let Ok(docker) = crate::docker_provider::engine_of(engine) else {
+                let Ok(docker) = engine_of(engine) else {
                     return Health::Dead(format!("its engine {} is not on PATH", engine.display()));
                 };
                 match docker.is_running(&id) {

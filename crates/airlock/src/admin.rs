@@ -8,12 +8,15 @@ use airlock_audit::AuditLog;
 use airlock_control::{Admin, Hub, Listen, PolicyStore};
 use airlock_proxy::Proxy;
 
-use crate::proxy_cmd::ProxyArgs;
+use crate::policy_args::PolicyArgs;
 
 /// Reads `--admin-token-file` (trimmed; empty is an error) and refuses a TCP `--admin`
 /// without it.
-pub fn read_token(args: &ProxyArgs) -> Result<Option<String>, Vec<String>> {
-    let token = match &args.admin_token_file {
+pub fn read_token(
+    admin: Option<&Listen>,
+    token_file: Option<&std::path::Path>,
+) -> Result<Option<String>, Vec<String>> {
+    let token = match token_file {
         None => None,
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -28,7 +31,7 @@ pub fn read_token(args: &ProxyArgs) -> Result<Option<String>, Vec<String>> {
             Some(token)
         }
     };
-    if let (Some(Listen::Tcp(addr)), None) = (&args.admin, &token) {
+    if let (Some(Listen::Tcp(addr)), None) = (admin, &token) {
         return Err(vec![
             airlock_control::AdminError::TcpWithoutToken(*addr).to_string(),
         ]);
@@ -39,15 +42,16 @@ pub fn read_token(args: &ProxyArgs) -> Result<Option<String>, Vec<String>> {
 /// Starts policy reloading and, with `--admin`, the admin API (its address on stderr as
 /// `airlock: admin API listening on ADDR`).
 pub async fn start(
-    args: &ProxyArgs,
+    admin_listen: Option<&Listen>,
+    policy: &PolicyArgs,
     proxy: &Proxy,
     audit: &AuditLog,
     token: Option<&str>,
 ) -> Result<(), String> {
     let store = Arc::new(PolicyStore::new(proxy.policy().clone(), audit.clone()));
-    crate::policy_reload::watch(args.policy.clone(), store.clone())
+    crate::policy_reload::watch(policy.clone(), store.clone())
         .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
-    if let Some(listen) = &args.admin {
+    if let Some(listen) = admin_listen {
         let hub = Arc::new(Hub::default());
         let tap = hub.clone();
         audit.tap_with(Arc::new(move |line| tap.observe(line)));

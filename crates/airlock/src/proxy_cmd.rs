@@ -66,7 +66,8 @@ pub struct ProxyArgs {
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
 pub fn run(args: ProxyArgs) -> ExitCode {
     let (config, token) = match prepare(&args).and_then(|config| {
-        let token = crate::admin::read_token(&args)?;
+        let token =
+            crate::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())?;
         Ok((config, token))
     }) {
         Ok(prepared) => prepared,
@@ -99,7 +100,15 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        match crate::admin::start(&args, &proxy, &audit, token.as_deref()).await {
+        match crate::admin::start(
+            args.admin.as_ref(),
+            &args.policy,
+            &proxy,
+            &audit,
+            token.as_deref(),
+        )
+        .await
+        {
             Ok(()) => {}
             Err(e) => {
                 eprintln!("airlock: {e}");

@@ -1,0 +1,103 @@
+//! What every request of one client connection shares: the proxy-wide [`Shared`] state
+//! and the per-connection [`ConnContext`], built once by the server and passed down to
+//! every step of the request path. Modules below the server import this, never the server.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use airlock_audit::AuditLog;
+use airlock_credentials::Credentials;
+use airlock_policy::CompiledPolicy;
+use arc_swap::ArcSwap;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use rustls::ServerConfig;
+use tokio::sync::{OwnedSemaphorePermit, watch};
+
+use crate::body::ProxyBody;
+use crate::ca::CertificateAuthority;
+use crate::config::{Limits, TunnelRefusal};
+use crate::head_tap::HeadTap;
+use crate::identity::Origin;
+use crate::upstream::{Upstream, UpstreamClient};
+
+/// The ALPN protocols offered to intercepted clients.
+pub(crate) fn client_alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+}
+
+/// State shared by every connection of one proxy.
+pub(crate) struct Shared {
+    pub(crate) policy: Arc<ArcSwap<CompiledPolicy>>,
+    pub(crate) ca: Arc<CertificateAuthority>,
+    /// Swapped whole when a `file:` secret is rotated ([`Proxy::credentials`]).
+    pub(crate) credentials: Arc<ArcSwap<Credentials>>,
+    pub(crate) audit: AuditLog,
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) client: UpstreamClient,
+    pub(crate) websocket_client: UpstreamClient,
+    /// Mints a leaf per SNI; offers h2 and http/1.1.
+    pub(crate) intercept_tls: Arc<ServerConfig>,
+    pub(crate) http1: http1::Builder,
+    pub(crate) http_any: auto::Builder<TokioExecutor>,
+    pub(crate) limits: Limits,
+    pub(crate) tunnel_refusal: TunnelRefusal,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// The HTTP service of every intercepted connection and tunnel (`forward::serve`,
+    /// set by the server), so that tunnels run it without importing it.
+    pub(crate) serve_http: ServeHttp,
+}
+
+/// A boxed answer of [`Shared::serve_http`].
+pub(crate) type HttpAnswer =
+    Pin<Box<dyn Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>>;
+
+/// The HTTP service a connection or tunnel runs for each request.
+pub(crate) type ServeHttp = fn(Arc<ConnContext>, Request<Incoming>) -> HttpAnswer;
+
+impl Shared {
+    /// Whether requests may still be served: false once the audit log has failed (the
+    /// audit log tells stderr so, once).
+    pub(crate) fn audit_ok(&self) -> bool {
+        self.audit.healthy()
+    }
+}
+
+/// One client connection: what every request on it shares.
+pub(crate) struct ConnContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) origin: Origin,
+    pub(crate) id: u64,
+    /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
+    pub(crate) head_tap: Option<HeadTap>,
+    /// Held while anything serves this connection (tunnels included), so that the cap and
+    /// the drain on shutdown count it.
+    pub(crate) _permit: Arc<OwnedSemaphorePermit>,
+}
+
+impl ConnContext {
+    /// The same connection, now known to be a tunnel to `origin` (whose HTTP layer, if
+    /// any, sets its own head tap).
+    pub(crate) fn with_origin(&self, origin: Origin) -> ConnContext {
+        ConnContext {
+            shared: self.shared.clone(),
+            origin,
+            id: self.id,
+            head_tap: None,
+            _permit: self._permit.clone(),
+        }
+    }
+}
+
+/// Completes once the proxy is shutting down.
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    // An error means the proxy is gone: stopping as well.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
