@@ -14,7 +14,7 @@
 //! lines (`[]` when none); every other key is written only when known:
 //!
 //! `ts kind decision rule reason method scheme host port path query status bytes_up
-//! bytes_down ms secrets conn name qtype tool message`
+//! bytes_down ms secrets conn name qtype tool form credential message`
 //!
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
@@ -111,6 +111,10 @@ pub struct AuditEvent {
     pub qtype: Option<String>,
     /// The MCP tool name (`mcp` lines).
     pub tool: Option<String>,
+    /// How a refused credential travelled: `surrogate`, `real` or `cleartext`.
+    pub form: Option<&'static str>,
+    /// The kind of a well-known credential format found (`github`, `aws`, ...).
+    pub credential: Option<&'static str>,
     /// A free-form explanation.
     pub message: Option<String>,
 }
@@ -414,6 +418,10 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    form: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    credential: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
 }
 
@@ -442,6 +450,8 @@ impl<'a> Line<'a> {
             name: event.name.as_deref(),
             qtype: event.qtype.as_deref(),
             tool: event.tool.as_deref(),
+            form: event.form,
+            credential: event.credential,
             message: event.message.as_deref(),
         }
     }

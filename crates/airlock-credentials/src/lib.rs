@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod body;
+pub mod guard;
 pub mod redact;
 pub mod surrogate;
 
@@ -25,6 +26,7 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STAN
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use body::BodySwap;
+pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
 pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 
@@ -111,6 +113,7 @@ pub struct Credentials {
     surrogates: Option<AhoCorasick>,
     redactor: Redactor,
     scrubber: Scrubber,
+    guard: OutboundGuard,
 }
 
 impl fmt::Debug for Credentials {
@@ -256,6 +259,19 @@ impl Credentials {
                         .map(|(_, real, surrogate)| (real.as_str(), surrogate.as_str())),
                 ),
         )?;
+        let guard = OutboundGuard::new(
+            &entries
+                .iter()
+                .map(|e| (e.name.as_str(), e.real.as_str(), e.surrogate.as_str()))
+                .collect::<Vec<_>>(),
+            &retired
+                .iter()
+                .filter_map(|(name, real, surrogate)| {
+                    let index = entries.iter().position(|e| &e.name == name)?;
+                    Some((index, real.as_str(), surrogate.as_str()))
+                })
+                .collect::<Vec<_>>(),
+        )?;
         Ok(Self {
             secrets: configured,
             retired,
@@ -263,6 +279,7 @@ impl Credentials {
             surrogates,
             redactor,
             scrubber,
+            guard,
         })
     }
 
@@ -284,6 +301,25 @@ impl Credentials {
     /// becomes the same encoding of its surrogate.
     pub fn scrubber(&self) -> Scrubber {
         self.scrubber.clone()
+    }
+
+    /// The outbound guard over every real value and the well-known credential formats.
+    pub fn guard(&self) -> OutboundGuard {
+        self.guard.clone()
+    }
+
+    /// Where each secret's real value may go for a request: `home` names the secrets
+    /// whose hosts match the destination; `tls` says whether the request travels
+    /// encrypted (a real value never goes in clear, even home).
+    pub fn value_scopes(&self, home: &[&str], tls: bool) -> Vec<ValueScope> {
+        self.entries
+            .iter()
+            .map(|entry| match (home.contains(&entry.name.as_str()), tls) {
+                (true, true) => ValueScope::Home,
+                (true, false) => ValueScope::Cleartext,
+                (false, _) => ValueScope::Foreign,
+            })
+            .collect()
     }
 
     /// The tripwire for request parts other than headers (path, query, inspected bodies):

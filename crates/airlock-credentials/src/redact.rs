@@ -237,7 +237,7 @@ impl ScrubStream {
 }
 
 /// The forms a real value may take in output.
-fn encoded_forms(real: &str) -> Vec<String> {
+pub(crate) fn encoded_forms(real: &str) -> Vec<String> {
     let mut forms = text_forms(real).to_vec();
     forms.extend(
         base64_fragments(real.as_bytes(), MIN_BASE64_FRAGMENT)

@@ -53,11 +53,14 @@ pub enum Reason {
     BodyUninspectable,
     /// An MCP `tools/call` named a tool the policy refuses.
     McpToolDenied,
+    /// A well-known credential format (not a surrogate, not a configured value) was on its
+    /// way to a host `dlp.allow` does not name.
+    CredentialOutbound,
 }
 
 impl Reason {
     /// Every reason, in contract order.
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 12] = [
         Reason::HostNotAllowed,
         Reason::MethodNotAllowed,
         Reason::PathNotAllowed,
@@ -69,6 +72,7 @@ impl Reason {
         Reason::ForeignCredential,
         Reason::BodyUninspectable,
         Reason::McpToolDenied,
+        Reason::CredentialOutbound,
     ];
 
     /// The contract spelling, e.g. `host_not_allowed`.
@@ -85,6 +89,7 @@ impl Reason {
             Reason::ForeignCredential => "foreign_credential",
             Reason::BodyUninspectable => "body_uninspectable",
             Reason::McpToolDenied => "mcp_tool_denied",
+            Reason::CredentialOutbound => "credential_outbound",
         }
     }
 }
@@ -190,8 +195,14 @@ impl Reason {
                     .to_owned(),
             ),
             Reason::SecretOutOfScope => (
-                format!("a credential placeholder was sent to {host}, which is not one of its hosts"),
-                format!("add {host} to the secret's hosts in airlock.yaml only if it should receive that credential"),
+                format!(
+                    "a secret's credential (its placeholder or its real value) was sent to {host}, \
+                     which is not one of its hosts, or was sent without TLS"
+                ),
+                format!(
+                    "add {host} to the secret's hosts in airlock.yaml only if it should receive \
+                     that credential, and use https"
+                ),
             ),
             Reason::ForeignCredential => (
                 format!("{host} received a credential that is not the one configured for it"),
@@ -205,6 +216,13 @@ impl Reason {
                 format!("an MCP tool call to {host} is refused by {rule}"),
                 "allow the tool under mcp[].tools.allow in airlock.yaml if the agent should call it"
                     .to_owned(),
+            ),
+            Reason::CredentialOutbound => (
+                format!("the request to {host} carries a credential (a token or key of a well-known format)"),
+                format!(
+                    "configure it as a secret with a placeholder, or name {host} under dlp.allow in \
+                     airlock.yaml if that credential belongs there"
+                ),
             ),
         };
         Explanation { message, hint }

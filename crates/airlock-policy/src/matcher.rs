@@ -87,6 +87,8 @@ pub struct CompiledPolicy {
     secret_index: HostIndex,
     /// Host lookup into `mcp`.
     mcp_index: HostIndex,
+    /// Host lookup into `dlp.allow`.
+    dlp_index: HostIndex,
     /// The path glob of each `mcp` rule, same order.
     mcp_paths: Vec<GlobSet>,
     /// Whether any allow rule has `json_deny` guards (if not, requests skip the lookup).
@@ -477,6 +479,10 @@ impl CompiledPolicy {
                 secret_index.insert_pattern(pattern, index);
             }
         }
+        let mut dlp_index = HostIndex::default();
+        for (index, entry) in policy.dlp.allow.iter().enumerate() {
+            dlp_index.insert_pattern(&entry.host, index);
+        }
         let mut mcp_index = HostIndex::default();
         let mut mcp_paths = Vec::with_capacity(policy.mcp.len());
         for (index, rule) in policy.mcp.iter().enumerate() {
@@ -491,6 +497,7 @@ impl CompiledPolicy {
             deny_index,
             passthrough_index,
             secret_index,
+            dlp_index,
             mcp_index,
             mcp_paths,
             routes: CompiledRoutes::compile(&policy.routes, &policy.secrets)?,
@@ -726,6 +733,20 @@ impl CompiledPolicy {
             .into_iter()
             .filter_map(|index| self.policy.secrets.get(index))
             .collect()
+    }
+
+    /// The credential kinds `dlp.allow` lets go to `host`: `None` when every kind may,
+    /// otherwise the kinds named (possibly none).
+    pub fn dlp_kinds_for_host(&self, host: &Host) -> Option<Vec<&str>> {
+        let mut kinds: Vec<&str> = Vec::new();
+        let mut every = false;
+        self.dlp_index.for_each(host, Embedded::Mapped, |index| {
+            if let Some(entry) = self.policy.dlp.allow.get(index) {
+                every |= entry.kinds.is_empty();
+                kinds.extend(entry.kinds.iter().map(String::as_str));
+            }
+        });
+        (!every).then_some(kinds)
     }
 
     /// Decides a request that arrived over TLS (`tls`) or plain HTTP: a request to

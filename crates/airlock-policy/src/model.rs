@@ -22,6 +22,72 @@ pub struct Policy {
     pub routes: Vec<Route>,
     /// What the command may read and write (`airlock run`, local sandboxes).
     pub filesystem: Filesystem,
+    /// The outbound guard's handling of well-known credential formats.
+    pub dlp: Dlp,
+}
+
+/// The `dlp` section: what the outbound guard does with a well-known credential format
+/// (a GitHub token, an AWS key id, a private key, ...) that is neither a surrogate nor a
+/// configured secret's value (docs/policy.md, "dlp"). Real values of configured secrets
+/// are always refused outside their hosts, whatever this says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dlp {
+    /// Refuse, only log, or ignore such credentials; `None` = not set (refuse).
+    pub credentials: Option<DlpMode>,
+    /// Places where such a credential may go.
+    pub allow: Vec<DlpAllow>,
+}
+
+impl Dlp {
+    /// The mode in force: the one set, or `refuse`.
+    pub fn mode(&self) -> DlpMode {
+        self.credentials.unwrap_or(DlpMode::Refuse)
+    }
+
+    /// Adds another source's section: `allow` lists are joined; of two modes set, the
+    /// stricter holds (a source cannot weaken what another asks for).
+    pub fn merge(&mut self, other: Dlp) {
+        self.credentials = match (self.credentials, other.credentials) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        for entry in other.allow {
+            if !self.allow.contains(&entry) {
+                self.allow.push(entry);
+            }
+        }
+    }
+}
+
+/// `dlp.credentials`. Ordered from the weakest to the strictest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DlpMode {
+    /// Not looked for.
+    Off,
+    /// Passed, and the request's audit line names the kind found.
+    Log,
+    /// Refused with `credential_outbound` (the default).
+    Refuse,
+}
+
+impl DlpMode {
+    /// The policy spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DlpMode::Off => "off",
+            DlpMode::Log => "log",
+            DlpMode::Refuse => "refuse",
+        }
+    }
+}
+
+/// One `dlp.allow` entry: credentials of `kinds` (every kind when empty) may go to `host`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DlpAllow {
+    /// Where they may go.
+    pub host: HostPattern,
+    /// Which kinds (names from the format table, e.g. `github`, `aws`); empty = all.
+    pub kinds: Vec<String>,
 }
 
 /// The `filesystem` section: paths as written (`~/...`, relative or absolute), resolved
@@ -310,6 +376,7 @@ impl Policy {
             }
             out.mcp.extend(policy.mcp);
             out.filesystem.merge(policy.filesystem);
+            out.dlp.merge(policy.dlp);
         }
         Ok(out)
     }

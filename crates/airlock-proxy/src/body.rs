@@ -5,19 +5,21 @@
 //! response from a secret's host is scrubbed on the way, holding back at most the longest
 //! encoded real value minus one byte between frames).
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use airlock_credentials::{BodySwap, ScrubStream};
+use airlock_credentials::{BodySwap, GuardStream, ScrubStream};
+use airlock_encoding::Decoder;
 use airlock_mcp::SseFilter;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
-use crate::record::{BodyReport, Exchange};
+use crate::record::{BodyReport, Exchange, Trip};
 
 /// A response body: in-memory, or streamed from upstream and audited when it ends.
 pub struct ProxyBody {
@@ -38,8 +40,9 @@ enum Kind {
 
 /// How a streamed response body is rewritten on its way.
 enum Transform {
-    /// Real secret values become their surrogates.
-    Scrub(ScrubStream),
+    /// Real secret values become their surrogates (after the body's content codings are
+    /// undone, when it has any).
+    Scrub(Option<Box<Decoder>>, ScrubStream),
     /// An MCP event stream is filtered (denied tools dropped), then optionally scrubbed.
     Events {
         filter: Box<SseFilter>,
@@ -47,15 +50,26 @@ enum Transform {
     },
 }
 
+/// Why a transformed body stops early.
+enum Stop {
+    /// It ends cleanly here (an MCP event that cannot be inspected is never passed on).
+    End,
+    /// It is aborted: the client sees a failed transfer (a coded body that does not
+    /// decode), never a short body that looks whole.
+    Abort,
+}
+
 impl Transform {
-    /// The rewritten bytes, or `None` when the stream must end here (an MCP event that
-    /// cannot be inspected is never passed on).
-    fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+    /// The rewritten bytes, or why the stream stops here.
+    fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Stop> {
         match self {
-            Transform::Scrub(stream) => Some(stream.push(data)),
+            Transform::Scrub(None, stream) => Ok(stream.push(data)),
+            Transform::Scrub(Some(decoder), stream) => {
+                Ok(stream.push(&decoder.push(data).map_err(|_| Stop::Abort)?))
+            }
             Transform::Events { filter, scrub } => {
-                let filtered = filter.push(data).ok()?;
-                Some(match scrub {
+                let filtered = filter.push(data).map_err(|_| Stop::End)?;
+                Ok(match scrub {
                     Some(stream) => stream.push(&filtered),
                     None => filtered,
                 })
@@ -63,9 +77,16 @@ impl Transform {
         }
     }
 
-    fn finish(&mut self) -> Vec<u8> {
-        match self {
-            Transform::Scrub(stream) => stream.finish(),
+    /// The end of the body: what was held back, or why it cannot end cleanly (a coded
+    /// stream that does not decode to its end).
+    fn finish(&mut self) -> Result<Vec<u8>, Stop> {
+        Ok(match self {
+            Transform::Scrub(None, stream) => stream.finish(),
+            Transform::Scrub(Some(decoder), stream) => {
+                let mut out = stream.push(&decoder.finish().map_err(|_| Stop::Abort)?);
+                out.extend(stream.finish());
+                out
+            }
             Transform::Events { filter, scrub } => {
                 let rest = filter.finish();
                 match scrub {
@@ -77,7 +98,7 @@ impl Transform {
                     None => rest,
                 }
             }
-        }
+        })
     }
 }
 
@@ -108,14 +129,20 @@ impl ProxyBody {
         }
     }
 
-    /// The upstream's body, streamed through `scrub` (real secret values become their
-    /// surrogates), audited as [`ProxyBody::upstream`] is.
-    pub fn scrubbed(inner: Incoming, exchange: Exchange, scrub: ScrubStream) -> Self {
+    /// The upstream's body, decoded by `decoder` when it has content codings and
+    /// streamed through `scrub` (real secret values become their surrogates), audited as
+    /// [`ProxyBody::upstream`] is. A body that stops decoding ends there.
+    pub fn scrubbed(
+        inner: Incoming,
+        exchange: Exchange,
+        decoder: Option<Decoder>,
+        scrub: ScrubStream,
+    ) -> Self {
         ProxyBody {
             kind: Kind::Upstream {
                 inner,
                 exchange: Some(exchange),
-                scrub: Some(Transform::Scrub(scrub)),
+                scrub: Some(Transform::Scrub(decoder.map(Box::new), scrub)),
             },
         }
     }
@@ -142,14 +169,27 @@ impl ProxyBody {
     }
 }
 
+/// The error a [`ProxyBody`] ends with: the upstream's, or airlock's own abort.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How a stopped transform ends the body.
+fn stopped(stop: Stop) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    match stop {
+        Stop::End => Poll::Ready(None),
+        Stop::Abort => Poll::Ready(Some(Err(
+            "the upstream's coded body does not decode; the transfer is aborted".into(),
+        ))),
+    }
+}
+
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
@@ -158,15 +198,20 @@ impl Body for ProxyBody {
                 exchange,
                 scrub,
             } => loop {
-                let polled = Pin::new(&mut *inner).poll_frame(cx);
+                let polled = Pin::new(&mut *inner)
+                    .poll_frame(cx)
+                    .map_err(BodyError::from);
                 let polled = match (polled, scrub.as_mut()) {
                     (Poll::Ready(Some(Ok(frame))), Some(stream)) => match frame.into_data() {
                         Ok(data) => {
-                            let Some(clean) = stream.push(&data) else {
-                                // Dropping the upstream body and the exchange writes the
-                                // audit line; the client sees the stream end.
-                                this.kind = Kind::Full(None);
-                                return Poll::Ready(None);
+                            let clean = match stream.push(&data) {
+                                Ok(clean) => clean,
+                                Err(stop) => {
+                                    // Dropping the upstream body and the exchange writes
+                                    // the audit line.
+                                    this.kind = Kind::Full(None);
+                                    return stopped(stop);
+                                }
                             };
                             if clean.is_empty() {
                                 continue;
@@ -176,7 +221,13 @@ impl Body for ProxyBody {
                         Err(frame) => Poll::Ready(Some(Ok(frame))),
                     },
                     (Poll::Ready(None), Some(stream)) => {
-                        let rest = stream.finish();
+                        let rest = match stream.finish() {
+                            Ok(rest) => rest,
+                            Err(stop) => {
+                                this.kind = Kind::Full(None);
+                                return stopped(stop);
+                            }
+                        };
                         *scrub = None;
                         if rest.is_empty() {
                             Poll::Ready(None)
@@ -226,19 +277,33 @@ impl Body for ProxyBody {
 /// The error an [`UploadBody`] ends with.
 pub type UploadError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The client's request body on its way upstream; counts the bytes it relays and, when
-/// bodies are scanned, swaps surrogates through a [`BodySwap`]. An out-of-scope surrogate
-/// ends the body with an error (the upstream request is abandoned, nothing of the
-/// surrogate sent) and marks the [`BodyReport`] the caller turns into a refusal.
+/// One poll of an [`UploadBody`].
+type UploadPoll = Poll<Option<Result<Frame<Bytes>, UploadError>>>;
+
+/// The client's request body on its way upstream; counts the bytes it relays. When the
+/// outbound guard is on, every chunk is searched before any of it is released (a
+/// [`GuardStream`] holds back the few bytes that could start a credential); when bodies
+/// are swapped, surrogates become real values through a [`BodySwap`]. A refusal by
+/// either ends the body with an error (the upstream request is abandoned, nothing of the
+/// credential sent) and marks the [`BodyReport`] the caller turns into a refusal.
 pub struct UploadBody {
     inner: Either<Incoming, Full<Bytes>>,
     sent: Arc<AtomicU64>,
+    /// Undoes the body's content codings so that the guard and the swap see its content
+    /// (the body is then forwarded decoded).
+    decoder: Option<Decoder>,
+    guard: Option<GuardStream>,
     swap: Option<BodySwap>,
+    /// Frames ready to go, in order (a chunk released in two pieces, held bytes before
+    /// trailers).
+    queue: VecDeque<Frame<Bytes>>,
+    /// The client's body has ended (its end is passed on once `queue` is empty).
+    ended: bool,
     report: Arc<BodyReport>,
 }
 
 impl UploadBody {
-    /// Wraps `inner`, adding every relayed data byte to `sent`.
+    /// Wraps the client's streamed body, adding every relayed data byte to `sent`.
     pub fn new(inner: Incoming, sent: Arc<AtomicU64>) -> Self {
         Self::from_source(Either::Left(inner), sent)
     }
@@ -253,27 +318,126 @@ impl UploadBody {
         UploadBody {
             inner,
             sent,
+            decoder: None,
+            guard: None,
             swap: None,
+            queue: VecDeque::new(),
+            ended: false,
             report: Arc::default(),
         }
     }
 
-    /// Also rewrites the body through `swap`; returns the report it fills.
-    pub fn swapping(mut self, swap: BodySwap) -> (Self, Arc<BodyReport>) {
-        self.swap = Some(swap);
+    /// Also decodes the body with `decoder`, searches it with `guard` and rewrites it
+    /// through `swap`; returns the report they fill.
+    pub fn inspecting(
+        mut self,
+        decoder: Option<Decoder>,
+        guard: Option<GuardStream>,
+        swap: Option<BodySwap>,
+    ) -> (Self, Arc<BodyReport>) {
+        self.decoder = decoder;
+        self.guard = guard;
+        self.swap = swap;
         let report = self.report.clone();
         (self, report)
     }
 
-    fn finished(&self, swap: &BodySwap) {
-        self.report.set_swapped(swap.swapped());
+    /// Decodes, searches and rewrites one chunk, queueing what may go.
+    fn pass(&mut self, data: Bytes) -> Result<(), Trip> {
+        let data = match self.decoder.as_mut() {
+            Some(decoder) => Bytes::from(decoder.push(&data).map_err(|_| Trip::Undecodable)?),
+            None => data,
+        };
+        self.inspect(data)
     }
 
-    fn trip(&self) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
-        self.report.trip();
-        Poll::Ready(Some(Err(
-            "the request body carries a credential surrogate for another host".into(),
-        )))
+    /// Searches and rewrites one decoded chunk, queueing what may go.
+    fn inspect(&mut self, data: Bytes) -> Result<(), Trip> {
+        let (first, second) = match self.guard.as_mut() {
+            Some(guard) => {
+                let released = guard.push(data).map_err(Trip::Credential)?;
+                (released.first, released.second)
+            }
+            None => (data, Bytes::new()),
+        };
+        let Some(swap) = self.swap.as_mut() else {
+            self.queue_data(first);
+            self.queue_data(second);
+            return Ok(());
+        };
+        let mut out = swap.push(&first).map_err(|_| Trip::Surrogate)?;
+        out.extend(swap.push(&second).map_err(|_| Trip::Surrogate)?);
+        self.queue_data(Bytes::from(out));
+        Ok(())
+    }
+
+    /// Ends the search: queues what was held back and records what was found.
+    fn end(&mut self) -> Result<(), Trip> {
+        if let Some(mut decoder) = self.decoder.take() {
+            let rest = decoder.finish().map_err(|_| Trip::Undecodable)?;
+            self.inspect(Bytes::from(rest))?;
+        }
+        let rest = match self.guard.take() {
+            Some(mut guard) => {
+                let rest = guard.finish().map_err(Trip::Credential)?;
+                self.report.set_logged(guard.logged());
+                rest
+            }
+            None => Bytes::new(),
+        };
+        let Some(mut swap) = self.swap.take() else {
+            self.queue_data(rest);
+            return Ok(());
+        };
+        let mut out = swap.push(&rest).map_err(|_| Trip::Surrogate)?;
+        out.extend(swap.finish().map_err(|_| Trip::Surrogate)?);
+        self.report.set_swapped(swap.swapped());
+        self.queue_data(Bytes::from(out));
+        Ok(())
+    }
+
+    fn queue_data(&mut self, data: Bytes) {
+        if !data.is_empty() {
+            self.queue.push_back(Frame::data(data));
+        }
+    }
+
+    fn trip(&mut self, tripped: Trip) -> UploadPoll {
+        self.queue.clear();
+        self.decoder = None;
+        self.guard = None;
+        self.swap = None;
+        self.ended = true;
+        let message = match tripped {
+            Trip::Credential(_) => {
+                "the request body carries a credential that may not go to this host"
+            }
+            Trip::Surrogate => "the request body carries a credential surrogate for another host",
+            Trip::Undecodable => {
+                "the request body's content coding cannot be undone within the bounds"
+            }
+        };
+        self.report.trip(tripped);
+        Poll::Ready(Some(Err(message.into())))
+    }
+
+    /// Takes one frame from the client's body into the queue; `Some` when there is
+    /// something to return at once instead.
+    fn take_frame(&mut self, cx: &mut Context<'_>) -> Option<UploadPoll> {
+        let result = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Pending => return Some(Poll::Pending),
+            Poll::Ready(Some(Err(e))) => return Some(Poll::Ready(Some(Err(e)))),
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => self.pass(data),
+                // Trailers end the body: what was held back goes first.
+                Err(trailers) => self.end().map(|()| self.queue.push_back(trailers)),
+            },
+            Poll::Ready(None) => {
+                self.ended = true;
+                self.end()
+            }
+        };
+        result.err().map(|tripped| self.trip(tripped))
     }
 }
 
@@ -287,46 +451,35 @@ impl Body for UploadBody {
     ) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
         let this = self.get_mut();
         loop {
-            let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Some(Ok(frame))) => match (frame.into_data(), this.swap.as_mut()) {
-                    (Ok(data), Some(swap)) => match swap.push(&data) {
-                        Ok(clean) if clean.is_empty() => continue,
-                        Ok(clean) => Frame::data(Bytes::from(clean)),
-                        Err(_) => return this.trip(),
-                    },
-                    (Ok(data), None) => Frame::data(data),
-                    (Err(frame), _) => frame,
-                },
-                Poll::Ready(None) => {
-                    let Some(mut swap) = this.swap.take() else {
-                        return Poll::Ready(None);
-                    };
-                    let rest = swap.finish();
-                    this.finished(&swap);
-                    match rest {
-                        Err(_) => return this.trip(),
-                        Ok(rest) if rest.is_empty() => return Poll::Ready(None),
-                        Ok(rest) => Frame::data(Bytes::from(rest)),
-                    }
+            if let Some(frame) = this.queue.pop_front() {
+                if let Some(data) = frame.data_ref() {
+                    this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
-            };
-            if let Some(data) = polled.data_ref() {
-                this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+                return Poll::Ready(Some(Ok(frame)));
             }
-            return Poll::Ready(Some(Ok(polled)));
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            if let Some(answer) = this.take_frame(cx) {
+                return answer;
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.swap.is_none() && self.inner.is_end_stream()
+        self.queue.is_empty()
+            && (self.ended
+                || (self.decoder.is_none()
+                    && self.guard.is_none()
+                    && self.swap.is_none()
+                    && self.inner.is_end_stream()))
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.swap {
-            None => self.inner.size_hint(),
-            Some(_) => SizeHint::default(),
+        // The guard holds bytes back but never changes them; decoding and a swap may.
+        match (&self.decoder, &self.swap) {
+            (None, None) if !self.ended => self.inner.size_hint(),
+            _ => SizeHint::default(),
         }
     }
 }

@@ -1,30 +1,47 @@
 //! The request-body step of the data path (HTTP glue around `airlock_mcp`'s pure checks):
 //! reading a request body whole for inspection, shared by the MCP step and the
 //! `json_deny` body guards, and deciding a body against the guards of the allow rules
-//! that matched. Both fail closed: a body that is compressed, larger than
+//! that matched. A compressed body is decoded first. Both fail closed: a body in an unknown
+//! coding, larger than
 //! [`airlock_mcp::BODY_LIMIT`], cut short, not UTF-8 or not strict JSON is refused as
 //! `body_uninspectable`.
 
+use airlock_encoding::{Decoder, Limits};
 use airlock_policy::model::Rule;
 use airlock_policy::{Decision, Reason};
 use bytes::Bytes;
-use http::header::HeaderMap;
+use http::header::{self, HeaderMap, HeaderValue};
 use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use crate::body::is_encoded;
 
-/// The request body, read whole; `Err` (`body_uninspectable`) when it is compressed
-/// (a `Content-Encoding` other than `identity`), over the limit, or cut short.
-pub(crate) async fn read_whole(headers: &HeaderMap, body: Incoming) -> Result<Bytes, Reason> {
-    if is_encoded(headers) {
-        return Err(Reason::BodyUninspectable);
-    }
-    Ok(Limited::new(body, airlock_mcp::BODY_LIMIT)
+/// The request body, read whole and decoded when it has a `Content-Encoding` (the
+/// header and `Content-Length` then go: it is forwarded decoded); `Err`
+/// (`body_uninspectable`) when it is over the limit (coded or decoded), cut short, or in
+/// a coding airlock cannot undo.
+pub(crate) async fn read_whole(headers: &mut HeaderMap, body: Incoming) -> Result<Bytes, Reason> {
+    let raw = Limited::new(body, airlock_mcp::BODY_LIMIT)
         .collect()
         .await
         .map_err(|_| Reason::BodyUninspectable)?
-        .to_bytes())
+        .to_bytes();
+    if !is_encoded(headers) {
+        return Ok(raw);
+    }
+    let values = headers.get_all(header::CONTENT_ENCODING);
+    let codings = airlock_encoding::codings(values.iter().map(HeaderValue::as_bytes))
+        .map_err(|_| Reason::BodyUninspectable)?;
+    let limits = Limits {
+        max_output: airlock_mcp::BODY_LIMIT as u64,
+        ..Limits::default()
+    };
+    let mut decoder = Decoder::new(&codings, limits).map_err(|_| Reason::BodyUninspectable)?;
+    let mut decoded = decoder.push(&raw).map_err(|_| Reason::BodyUninspectable)?;
+    decoded.extend(decoder.finish().map_err(|_| Reason::BodyUninspectable)?);
+    headers.remove(header::CONTENT_ENCODING);
+    headers.remove(header::CONTENT_LENGTH);
+    Ok(Bytes::from(decoded))
 }
 
 /// Decides `body` against the `json_deny` guards of `rules` (the allow rules with guards

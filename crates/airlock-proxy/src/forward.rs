@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use airlock_credentials::BodySwap;
+use airlock_credentials::{BodySwap, Credentials, Finding, GuardScope, GuardStream};
+use airlock_encoding::{Decoder, Limits};
 use airlock_policy::canonical::PathUnsafe;
-use airlock_policy::model::Rule;
+use airlock_policy::model::{DlpMode, Rule};
 use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -34,7 +35,7 @@ use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
 use crate::malformed::malformed;
 use crate::mcp::{self, Inspected};
-use crate::record::{Exchange, Line, LineKind};
+use crate::record::{Exchange, Line, LineKind, Trip};
 use crate::refusal::{self, Refused};
 use crate::upstream::DialError;
 use crate::websocket;
@@ -43,6 +44,15 @@ use crate::websocket;
 const DRAIN_LIMIT_BYTES: usize = 16 * 1024 * 1024;
 /// How long a refused request's body is drained at most.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How far a response from a secret's host is decoded to be scrubbed: its size is the
+/// upstream's business (it streams), but one coded byte may not become more than any
+/// real coding yields (deflate's best is 1032:1).
+const RESPONSE_DECODING: Limits = Limits {
+    max_output: u64::MAX,
+    max_ratio: 1100,
+    ratio_floor: 1024 * 1024,
+};
 
 /// Serves one request arriving on `context`'s connection.
 pub(crate) async fn serve(
@@ -157,6 +167,8 @@ pub(crate) async fn serve(
         secrets,
         scrub,
         body_swap,
+        guard,
+        logged,
     } = match swap_credentials(
         &context,
         &policy,
@@ -166,17 +178,15 @@ pub(crate) async fn serve(
         &mut parts.headers,
     ) {
         Ok(prepared) => prepared,
-        Err(reason) => {
-            let response = refuse(
-                &context,
-                Decision::deny(reason, decision.rule),
-                &method,
-                host_text,
-                port,
-                Some(path),
-                query,
-                Some(destination.scheme),
-            );
+        Err(refusal) => {
+            let mut line = Line::new(LineKind::Http, host_text, port, context.id);
+            line.rule = decision.rule.clone();
+            line.method = Some(method);
+            line.scheme = Some(destination.scheme);
+            line.path = Some(path);
+            line.query = query;
+            let decision = Decision::deny(refusal.reason, decision.rule);
+            let response = refuse_credential(&context, decision, refusal, line);
             return Ok(after_draining(body, response).await);
         }
     };
@@ -189,9 +199,10 @@ pub(crate) async fn serve(
     line.path = Some(path);
     line.query = query;
     line.secrets = secrets;
+    line.credential = logged.first().copied();
     let mcp_rule = mcp::rule_for(&policy, &destination.host, path_of(&line));
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
-        let checked = body_guard::read_whole(&parts.headers, body)
+        let checked = body_guard::read_whole(&mut parts.headers, body)
             .await
             .map_err(|reason| {
                 let rule = body_guards.first().map(|rule| rule.id.clone());
@@ -240,26 +251,48 @@ pub(crate) async fn serve(
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
     // Guarded messages must arrive uncompressed to be checked: offer no extension.
-    let message_guards: Vec<Rule> = if upgrade && !body_guards.is_empty() {
+    // A WebSocket's client messages go through the outbound guard instead of its body.
+    let (guard, message_guard) = if upgrade {
+        (None, guard)
+    } else {
+        (guard, None)
+    };
+    let checked = message_guard.is_some() || (upgrade && !body_guards.is_empty());
+    if checked {
         parts.headers.remove(websocket::EXTENSIONS);
+    }
+    let message_guards: Vec<Rule> = if upgrade && !body_guards.is_empty() {
         body_guards.iter().map(|rule| (*rule).clone()).collect()
     } else {
         Vec::new()
     };
     parts.headers.remove(header::HOST);
-    let mut upload = match body {
+    let upload = match body {
         Either::Left(streamed) => UploadBody::new(streamed, sent.clone()),
         Either::Right(buffered) => UploadBody::buffered(buffered, sent.clone()),
     };
-    let mut body_report = None;
-    if let Some(swap) = body_swap {
-        if swap.may_change_length() {
-            parts.headers.remove(header::CONTENT_LENGTH);
-        }
-        let (swapping, report) = upload.swapping(swap);
-        upload = swapping;
-        body_report = Some(report);
+    if body_swap.as_ref().is_some_and(BodySwap::may_change_length) {
+        parts.headers.remove(header::CONTENT_LENGTH);
     }
+    let guard = guard.filter(|_| !upload.is_end_stream());
+    let inspected = guard.is_some() || body_swap.is_some();
+    let decoder = match content_decoder(
+        &mut parts.headers,
+        inspected && !upload.is_end_stream(),
+        Limits::default(),
+    ) {
+        Ok(decoder) => decoder,
+        Err(()) => {
+            let decision = Decision::deny(Reason::BodyUninspectable, line.rule.clone());
+            return Ok(refuse_line(&context, decision, line));
+        }
+    };
+    let (upload, body_report) = if inspected {
+        let (upload, report) = upload.inspecting(decoder, guard, body_swap);
+        (upload, Some(report))
+    } else {
+        (upload, None)
+    };
     let upstream_request = Request::from_parts(parts, upload);
 
     let client = if upgrade {
@@ -274,10 +307,12 @@ pub(crate) async fn serve(
     let mut response = match client.request(upstream_request).await {
         Ok(response) => response,
         Err(_) if body_report.as_ref().is_some_and(|report| report.tripped()) => {
-            let response = refusal::refuse_exchange(
-                &mut exchange,
-                Decision::deny(Reason::SecretOutOfScope, None),
-            );
+            let cause = body_report.as_ref().and_then(|report| report.cause());
+            let reason = cause
+                .as_ref()
+                .map_or(Reason::SecretOutOfScope, Trip::reason);
+            exchange.note_credential(cause.as_ref().and_then(Trip::finding));
+            let response = refusal::refuse_exchange(&mut exchange, Decision::deny(reason, None));
             drop(exchange);
             return Ok(response);
         }
@@ -287,7 +322,7 @@ pub(crate) async fn serve(
     if let Some(on_client_upgrade) = on_client_upgrade
         && response.status() == http::StatusCode::SWITCHING_PROTOCOLS
     {
-        if !message_guards.is_empty() && websocket::negotiated_extension(response.headers()) {
+        if checked && websocket::negotiated_extension(response.headers()) {
             exchange.set_status(502);
             return Ok(refusal::bad_gateway(
                 "the upstream accepted the WebSocket with an extension airlock did not offer; \
@@ -302,6 +337,7 @@ pub(crate) async fn serve(
             on_client_upgrade,
             on_upstream_upgrade,
             message_guards,
+            message_guard,
         );
         let (parts, _) = response.into_parts();
         return Ok(Response::from_parts(parts, ProxyBody::empty()));
@@ -327,22 +363,25 @@ pub(crate) async fn serve(
             ProxyBody::upstream(body, exchange),
         ));
     };
-    if is_encoded(&parts.headers) {
-        // Asked for identity and got something else: it cannot be scrubbed, so it is not
-        // passed on.
-        exchange.set_status(502);
-        return Ok(refusal::bad_gateway(
-            "the upstream sent a compressed response from a secret's host although airlock \
-             asked for identity encoding; it cannot be scrubbed of the real credential, so \
-             it is not passed on",
-        ));
-    }
+    // Asked for identity and got a coded body anyway: it is decoded to be scrubbed and
+    // passed on decoded; a coding airlock cannot undo is not passed on.
+    let decoder = match content_decoder(&mut parts.headers, true, RESPONSE_DECODING) {
+        Ok(decoder) => decoder,
+        Err(()) => {
+            exchange.set_status(502);
+            return Ok(refusal::bad_gateway(
+                "the upstream sent a response from a secret's host in a content coding \
+                 airlock cannot decode; it cannot be scrubbed of the real credential, so it \
+                 is not passed on",
+            ));
+        }
+    };
     if !scrubber.preserves_length() {
         parts.headers.remove(header::CONTENT_LENGTH);
     }
     Ok(Response::from_parts(
         parts,
-        ProxyBody::scrubbed(body, exchange, scrubber.stream()),
+        ProxyBody::scrubbed(body, exchange, decoder, scrubber.stream()),
     ))
 }
 
@@ -410,20 +449,25 @@ async fn after_draining(mut body: Incoming, response: Response<ProxyBody>) -> Re
     response
 }
 
-/// [`refuse`] for a request whose `http` line was already filled in.
+/// Writes the refusal's `http` audit line (its request fields already filled in) and
+/// builds its 403.
 fn refuse_line(context: &ConnContext, decision: Decision, mut line: Line) -> Response<ProxyBody> {
-    let method = line.method.take().unwrap_or_default();
-    let (path, query) = (line.path.take(), line.query.take());
-    refuse(
-        context,
-        decision,
-        &method,
-        line.host,
-        line.port,
-        path,
-        query,
-        line.scheme,
-    )
+    let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
+    let response = Refused {
+        reason,
+        method: line.method.as_deref().unwrap_or_default(),
+        host: &line.host,
+        path: line.path.as_deref(),
+        rule: decision.rule.as_deref(),
+    }
+    .response();
+    line.allowed = false;
+    line.secrets.clear();
+    line.rule = decision.rule;
+    line.reason = Some(reason);
+    line.status = Some(response.status().as_u16());
+    line.write(&context.shared.audit);
+    response
 }
 
 /// Writes the refusal's audit line and builds its 403.
@@ -438,25 +482,12 @@ fn refuse(
     query: Option<String>,
     scheme: Option<&'static str>,
 ) -> Response<ProxyBody> {
-    let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
-    let response = Refused {
-        reason,
-        method,
-        host: &host,
-        path: path.as_deref(),
-        rule: decision.rule.as_deref(),
-    }
-    .response();
     let mut line = Line::new(LineKind::Http, host, port, context.id);
-    line.rule = decision.rule;
-    line.reason = Some(reason);
     line.method = Some(method.to_owned());
     line.scheme = scheme;
     line.path = path;
     line.query = query;
-    line.status = Some(response.status().as_u16());
-    line.write(&context.shared.audit);
-    response
+    refuse_line(context, decision, line)
 }
 
 /// What [`swap_credentials`] prepared for one request.
@@ -467,14 +498,39 @@ struct Prepared {
     scrub: bool,
     /// The body is scanned (some secret says `body: true`).
     body_swap: Option<BodySwap>,
+    /// The outbound guard's search of the body.
+    guard: Option<GuardStream>,
+    /// Credential kinds found in the head that `dlp: {credentials: log}` only logs.
+    logged: Vec<&'static str>,
 }
 
-/// Swaps surrogates for real values in the headers (and, for `body: true` secrets, the
-/// query) of a request to `destination`, and trips on surrogates of other secrets in the
-/// headers, path or query. On a secret's host the request asks for an identity-encoded
-/// response, which is then scrubbed. When bodies are scanned, a body with a
-/// `Content-Encoding` cannot be and is refused (`body_uninspectable`). A route's secret is
-/// in scope whatever the host (its `inject` replaces what the client sent).
+/// Why the credentials step refused a request.
+struct CredentialRefusal {
+    reason: Reason,
+    /// How the credential travelled (`surrogate`, `real`, `cleartext`).
+    form: Option<&'static str>,
+    /// The well-known kind found (`credential_outbound`).
+    credential: Option<&'static str>,
+}
+
+impl From<Finding> for CredentialRefusal {
+    fn from(finding: Finding) -> Self {
+        CredentialRefusal {
+            reason: finding.reason,
+            form: finding.form.as_audit(),
+            credential: finding.kind,
+        }
+    }
+}
+
+/// The credentials step of a request to `destination`: the outbound guard searches the
+/// request line and headers as the client sent them (real values outside their hosts,
+/// unknown credentials of well-known formats); then surrogates are swapped for real
+/// values in the headers (and, for `body: true` secrets, the query), tripping on
+/// surrogates of other secrets in the headers, path or query. On a secret's host the
+/// request asks for an identity-encoded response, which is then scrubbed. When bodies are
+/// scanned, a body with a `Content-Encoding` is decoded first ([`content_decoder`]). A route's secret is in scope whatever the host (its `inject`
+/// replaces what the client sent). Over plain HTTP no secret is in scope (docs/secrets.md).
 fn swap_credentials(
     context: &ConnContext,
     policy: &CompiledPolicy,
@@ -482,49 +538,64 @@ fn swap_credentials(
     route_secret: Option<&str>,
     path_and_query: &mut String,
     headers: &mut HeaderMap,
-) -> Result<Prepared, Reason> {
+) -> Result<Prepared, CredentialRefusal> {
+    let credentials = context.shared.credentials.load_full();
+    let tls = destination.scheme == "https";
+    let mut home: Vec<&str> = policy
+        .secrets_for_host(&destination.host)
+        .iter()
+        .map(|secret| secret.name.as_str())
+        .collect();
+    if let Some(name) = route_secret
+        && !home.contains(&name)
+    {
+        home.push(name);
+    }
+    // On a secret's own host, another account's key is a foreign credential before it is
+    // an unknown one: that refusal is decided first, this one kept for after.
+    let (guard, logged, deferred) = match guard_head(
+        &credentials,
+        policy,
+        destination,
+        &home,
+        path_and_query,
+        headers,
+    ) {
+        Ok((guard, logged)) => (guard, logged, None),
+        Err(refusal) if refusal.reason == Reason::CredentialOutbound && !home.is_empty() => {
+            (None, Vec::new(), Some(refusal))
+        }
+        Err(refusal) => return Err(refusal),
+    };
     if policy.policy().secrets.is_empty() {
         return Ok(Prepared {
             secrets: Vec::new(),
             scrub: false,
             body_swap: None,
+            guard,
+            logged,
         });
     }
-    // A real value never travels in clear: over plain HTTP no secret is in scope, so a
-    // surrogate there, even to its own host, trips the wire (docs/secrets.md).
-    let mut in_scope: Vec<&str> = if destination.scheme == "https" {
-        policy
-            .secrets_for_host(&destination.host)
-            .iter()
-            .map(|secret| secret.name.as_str())
-            .collect()
-    } else {
-        Vec::new()
+    let in_scope: Vec<&str> = home
+        .iter()
+        .copied()
+        .filter(|name| tls || Some(*name) == route_secret)
+        .collect();
+    let tripwire = |reason: Reason, headers: &HeaderMap| {
+        tripwire_refusal(&credentials, &home, tls, path_and_query, headers, reason)
     };
-    if let Some(name) = route_secret
-        && !in_scope.contains(&name)
-    {
-        in_scope.push(name);
+    if let Err(reason) = credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes()) {
+        return Err(tripwire(reason, headers));
     }
-    let credentials = context.shared.credentials.load_full();
-    credentials.check_out_of_scope(&in_scope, path_and_query.as_bytes())?;
     let body_swap = credentials.body_swap(&in_scope);
-    if body_swap.is_some() && is_encoded(headers) {
-        return Err(Reason::BodyUninspectable);
+    let mut secrets = match credentials.prepare_request(&in_scope, headers) {
+        Ok(secrets) => secrets,
+        Err(reason) => return Err(tripwire(reason, headers)),
+    };
+    if let Some(refusal) = deferred {
+        return Err(refusal);
     }
-    let mut secrets = credentials.prepare_request(&in_scope, headers)?;
-    if let Some((_, query)) = path_and_query.split_once('?')
-        && let Some((new_query, names)) = credentials.swap_in_body(&in_scope, query.as_bytes())
-    {
-        // Only secrets marked `body: true` are swapped in the query.
-        let path = &path_and_query[..path_and_query.len() - query.len()];
-        *path_and_query = format!("{path}{}", String::from_utf8_lossy(&new_query));
-        for name in names {
-            if !secrets.contains(&name) {
-                secrets.push(name);
-            }
-        }
-    }
+    swap_in_query(&credentials, &in_scope, path_and_query, &mut secrets);
     let scrub = !in_scope.is_empty();
     if scrub {
         headers.insert(
@@ -536,7 +607,125 @@ fn swap_credentials(
         secrets,
         scrub,
         body_swap,
+        guard,
+        logged,
     })
+}
+
+/// The refusal for `reason` from the surrogate checks. A surrogate out of scope is
+/// `"form":"cleartext"` when it would have been in scope over TLS (its own host, in
+/// clear), `"form":"surrogate"` otherwise.
+fn tripwire_refusal(
+    credentials: &Credentials,
+    home: &[&str],
+    tls: bool,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    reason: Reason,
+) -> CredentialRefusal {
+    let form = (reason == Reason::SecretOutOfScope).then(|| {
+        let mut probe = headers.clone();
+        let home_only = !tls
+            && credentials
+                .check_out_of_scope(home, path_and_query.as_bytes())
+                .and_then(|()| credentials.prepare_request(home, &mut probe))
+                .is_ok();
+        if home_only { "cleartext" } else { "surrogate" }
+    });
+    CredentialRefusal {
+        reason,
+        form,
+        credential: None,
+    }
+}
+
+/// The outbound guard on the head of a request (docs/security.md, "Outbound guard"):
+/// the refusal, or the body's search and the kinds only logged. `home` names the secrets
+/// whose hosts match the destination.
+fn guard_head(
+    credentials: &Credentials,
+    policy: &CompiledPolicy,
+    destination: &Destination,
+    home: &[&str],
+    path_and_query: &str,
+    headers: &HeaderMap,
+) -> Result<(Option<GuardStream>, Vec<&'static str>), CredentialRefusal> {
+    let dlp = &policy.policy().dlp;
+    if policy.policy().secrets.is_empty() && dlp.mode() == DlpMode::Off {
+        return Ok((None, Vec::new()));
+    }
+    let scope = GuardScope {
+        values: credentials.value_scopes(home, destination.scheme == "https"),
+        formats: dlp.mode(),
+        allowed_kinds: policy
+            .dlp_kinds_for_host(&destination.host)
+            .map(|kinds| kinds.into_iter().map(str::to_owned).collect()),
+    };
+    let guard = credentials.guard();
+    let logged = guard.check_head(&scope, path_and_query.as_bytes(), headers)?;
+    Ok((Some(guard.stream(scope)), logged))
+}
+
+/// Swaps the surrogates of in-scope `body: true` secrets in the query, adding their names
+/// to `secrets`.
+fn swap_in_query(
+    credentials: &Credentials,
+    in_scope: &[&str],
+    path_and_query: &mut String,
+    secrets: &mut Vec<String>,
+) {
+    if let Some((_, query)) = path_and_query.split_once('?')
+        && let Some((new_query, names)) = credentials.swap_in_body(in_scope, query.as_bytes())
+    {
+        let path = &path_and_query[..path_and_query.len() - query.len()];
+        *path_and_query = format!("{path}{}", String::from_utf8_lossy(&new_query));
+        for name in names {
+            if !secrets.contains(&name) {
+                secrets.push(name);
+            }
+        }
+    }
+}
+
+/// The refusal of the credentials step: the path is shown (to the client and in the log)
+/// with real values and well-known tokens redacted.
+fn refuse_credential(
+    context: &ConnContext,
+    decision: Decision,
+    refusal: CredentialRefusal,
+    mut line: Line,
+) -> Response<ProxyBody> {
+    line.form = refusal.form;
+    line.credential = refusal.credential;
+    if let Some(path) = &line.path {
+        let redactor = context.shared.credentials.load().redactor();
+        let redacted = airlock_dlp::redact(&redactor.redact(path)).into_owned();
+        line.path = Some(redacted);
+    }
+    refuse_line(context, decision, line)
+}
+
+/// The decoder for a request body that must be inspected and has a `Content-Encoding`:
+/// its codings are undone on the way and the body forwarded decoded, so the header and
+/// `Content-Length` go. `Err` for a coding airlock cannot undo (`body_uninspectable`).
+fn content_decoder(
+    headers: &mut HeaderMap,
+    inspected: bool,
+    limits: Limits,
+) -> Result<Option<Decoder>, ()> {
+    if !inspected || !is_encoded(headers) {
+        return Ok(None);
+    }
+    let values = headers.get_all(header::CONTENT_ENCODING);
+    let codings =
+        airlock_encoding::codings(values.iter().map(HeaderValue::as_bytes)).map_err(|_| ())?;
+    if codings.is_empty() {
+        return Ok(None);
+    }
+    let decoder = Decoder::new(&codings, limits).map_err(|_| ())?;
+    headers.remove(header::CONTENT_ENCODING);
+    headers.remove(header::CONTENT_LENGTH);
+    Ok(Some(decoder))
 }
 
 /// Replaces real secret values in response header values by their surrogates.

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use airlock_audit::{AuditEvent, AuditLog};
+use airlock_credentials::Finding;
 use airlock_policy::{Decision, Reason};
 
 /// The kinds of audit line the data plane writes.
@@ -65,6 +66,10 @@ pub struct Line {
     pub conn: u64,
     /// The MCP tool name (`mcp` lines).
     pub tool: Option<String>,
+    /// How a refused credential travelled (`surrogate`, `real`, `cleartext`).
+    pub form: Option<&'static str>,
+    /// The well-known credential kind found (`credential_outbound`, or logged by `dlp`).
+    pub credential: Option<&'static str>,
 }
 
 impl Line {
@@ -89,6 +94,8 @@ impl Line {
             secrets: Vec::new(),
             conn,
             tool: None,
+            form: None,
+            credential: None,
         }
     }
 
@@ -126,6 +133,8 @@ impl Line {
             secrets: self.secrets,
             conn: Some(self.conn),
             tool: self.tool,
+            form: self.form,
+            credential: self.credential,
             ..AuditEvent::default()
         });
     }
@@ -186,11 +195,14 @@ impl Exchange {
 
     /// Writes at once one extra `deny` line of the exchange's kind for a refusal inside
     /// it (a WebSocket message its guards refused): the exchange's request fields, `decision`'s
-    /// reason and rule, no status, bytes or secrets. The exchange's own line is still
+    /// reason and rule (and how a credential travelled, for the outbound guard's
+    /// refusals), no status, bytes or secrets. The exchange's own line is still
     /// written when it ends.
-    pub fn write_refusal(&self, decision: Decision) {
+    pub fn write_refusal(&self, decision: Decision, finding: Option<&Finding>) {
         let own = &self.line;
         let mut line = Line::new(own.kind, own.host.clone(), own.port, own.conn);
+        line.form = finding.and_then(|finding| finding.form.as_audit());
+        line.credential = finding.and_then(|finding| finding.kind);
         line.reason = decision.reason;
         line.rule = decision.rule;
         line.method = own.method.clone();
@@ -198,6 +210,14 @@ impl Exchange {
         line.path = own.path.clone();
         line.query = own.query.clone();
         line.write(&self.audit);
+    }
+
+    /// Records how a credential the outbound guard found in the body travelled.
+    pub fn note_credential(&mut self, finding: Option<&Finding>) {
+        if let Some(finding) = finding {
+            self.line.form = finding.form.as_audit();
+            self.line.credential = finding.kind;
+        }
     }
 
     /// Turns the exchange into a refusal (the address guard or a tripped body refused what
@@ -221,7 +241,21 @@ impl Drop for Exchange {
         }
         if let Some(report) = &self.body
             && line.allowed
+            && report.tripped()
         {
+            // The upstream answered before the body was refused: the request still did
+            // not get through whole, and the line says why.
+            let cause = report.cause().unwrap_or(Trip::Surrogate);
+            line.allowed = false;
+            line.secrets.clear();
+            line.reason = Some(cause.reason());
+            line.form = cause.finding().and_then(|f| f.form.as_audit());
+            line.credential = cause.finding().and_then(|f| f.kind);
+        }
+        if let Some(report) = &self.body
+            && line.allowed
+        {
+            line.credential = line.credential.or(report.logged());
             for name in report.swapped() {
                 if !line.secrets.contains(&name) {
                     line.secrets.push(name);
@@ -233,22 +267,78 @@ impl Drop for Exchange {
     }
 }
 
-/// What a scanned request body did: whether it tripped, and the secrets swapped in it.
+/// Why a request body was stopped on its way upstream.
+#[derive(Clone, Debug)]
+pub enum Trip {
+    /// A surrogate of a secret not in scope (`secret_out_of_scope`).
+    Surrogate,
+    /// The outbound guard found a credential.
+    Credential(Finding),
+    /// Its content coding could not be undone within the bounds (`body_uninspectable`).
+    Undecodable,
+}
+
+impl Trip {
+    /// The refusal reason.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Trip::Surrogate => Reason::SecretOutOfScope,
+            Trip::Credential(finding) => finding.reason,
+            Trip::Undecodable => Reason::BodyUninspectable,
+        }
+    }
+
+    /// The guard's finding, if the guard stopped it.
+    pub fn finding(&self) -> Option<&Finding> {
+        match self {
+            Trip::Credential(finding) => Some(finding),
+            _ => None,
+        }
+    }
+}
+
+/// What an inspected request body did: whether it was stopped (and why), the secrets
+/// swapped in it, and the credential kinds `dlp: {credentials: log}` only logs.
 #[derive(Debug, Default)]
 pub struct BodyReport {
     tripped: AtomicBool,
+    trip: Mutex<Option<Trip>>,
     swapped: Mutex<Vec<String>>,
+    logged: Mutex<Vec<&'static str>>,
 }
 
 impl BodyReport {
-    /// Whether an out-of-scope surrogate was found (the upload was aborted).
+    /// Whether the body was stopped (the upload was aborted).
     pub fn tripped(&self) -> bool {
         self.tripped.load(Ordering::Relaxed)
     }
 
-    /// Marks the body as tripped (an out-of-scope surrogate ended it).
-    pub(crate) fn trip(&self) {
+    /// Marks the body as stopped for `trip`.
+    pub(crate) fn trip(&self, trip: Trip) {
+        *self.trip.lock().unwrap_or_else(PoisonError::into_inner) = Some(trip);
         self.tripped.store(true, Ordering::Relaxed);
+    }
+
+    /// Why the body was stopped, if it was.
+    pub fn cause(&self) -> Option<Trip> {
+        self.trip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the credential kinds found and only logged.
+    pub(crate) fn set_logged(&self, kinds: &[&'static str]) {
+        *self.logged.lock().unwrap_or_else(PoisonError::into_inner) = kinds.to_vec();
+    }
+
+    /// The first credential kind found and only logged.
+    pub fn logged(&self) -> Option<&'static str> {
+        self.logged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .first()
+            .copied()
     }
 
     /// Records the secrets swapped in the body.

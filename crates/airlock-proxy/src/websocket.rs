@@ -24,6 +24,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::ProtocolError};
 
+use airlock_credentials::{Finding, GuardStream};
+
 use crate::body_guard;
 use crate::context::ConnContext;
 use crate::record::{Exchange, LineKind};
@@ -59,14 +61,15 @@ pub(crate) fn negotiated_extension(headers: &HeaderMap) -> bool {
 
 /// Relays the two upgraded connections in the background; the exchange (now a `ws`
 /// line) is written when the relay ends. With `guards` (the `json_deny` rules that apply
-/// to the upgrade request, from the policy snapshot that decided it) client messages are
-/// checked; without, bytes are relayed untouched.
+/// to the upgrade request, from the policy snapshot that decided it) or the outbound
+/// guard, client messages are checked; without, bytes are relayed untouched.
 pub(crate) fn relay_upgraded(
     context: &ConnContext,
     mut exchange: Exchange,
     client: OnUpgrade,
     upstream: OnUpgrade,
     guards: Vec<Rule>,
+    outbound: Option<GuardStream>,
 ) {
     exchange.set_kind(LineKind::Ws);
     let idle = context.shared.limits.relay_idle_timeout;
@@ -81,13 +84,17 @@ pub(crate) fn relay_upgraded(
                 return;
             }
         };
-        let relayed = if guards.is_empty() {
+        let relayed = if guards.is_empty() && outbound.is_none() {
             relay(TokioIo::new(client), TokioIo::new(upstream), idle).await
         } else {
             let counters = Counters::default();
             let client = counters.count(TokioIo::new(client));
+            let checks = Checks {
+                guards: guards.iter().collect(),
+                outbound,
+            };
             tokio::select! {
-                () = relay_checked(client, TokioIo::new(upstream), &guards, &exchange) => {}
+                () = relay_checked(client, TokioIo::new(upstream), checks, &exchange) => {}
                 () = counters.idle(idle) => {
                     tracing::debug!("WebSocket idle for {idle:?}: closing");
                 }
@@ -99,11 +106,60 @@ pub(crate) fn relay_upgraded(
     });
 }
 
-/// Relays messages between `client` and `upstream`, checking each client message against
-/// `guards`, until either side closes or a message is refused. A refusal is written to
-/// the audit log as a `ws` deny line of `exchange`, then closes the client with 1008
-/// (reason and rule in the close reason) and the upstream with 1001.
-async fn relay_checked<C, U>(client: C, upstream: U, guards: &[Rule], exchange: &Exchange)
+/// What each client message is checked against.
+struct Checks<'a> {
+    /// The `json_deny` guards of the upgrade request (none: any message passes them).
+    guards: Vec<&'a Rule>,
+    /// The outbound guard (real values, well-known credentials).
+    outbound: Option<GuardStream>,
+}
+
+impl Checks<'_> {
+    /// Checks one client message: the outbound guard first, then the body guards.
+    fn check(&mut self, message: &Message) -> Result<(), Refusal> {
+        if let Some(outbound) = self.outbound.as_mut() {
+            let payload: &[u8] = match message {
+                Message::Text(text) => text.as_bytes(),
+                Message::Binary(data) => data,
+                _ => &[],
+            };
+            outbound
+                .check_message(payload)
+                .map_err(Refusal::Credential)?;
+        }
+        if self.guards.is_empty() {
+            return Ok(());
+        }
+        check(message, &self.guards).map_err(Refusal::Rule)
+    }
+
+    fn uninspectable(&self) -> Refusal {
+        Refusal::Rule(uninspectable(&self.guards))
+    }
+}
+
+/// Why a client message was refused.
+enum Refusal {
+    /// A body guard refused it (or it could not be inspected).
+    Rule(Decision),
+    /// The outbound guard found a credential in it.
+    Credential(Finding),
+}
+
+impl Refusal {
+    fn decision(&self) -> Decision {
+        match self {
+            Refusal::Rule(decision) => decision.clone(),
+            Refusal::Credential(finding) => Decision::deny(finding.reason, None),
+        }
+    }
+}
+
+/// Relays messages between `client` and `upstream`, checking each client message, until
+/// either side closes or a message is refused. A refusal is written to the audit log as a
+/// `ws` deny line of `exchange`, then closes the client with 1008 (reason and rule in the
+/// close reason) and the upstream with 1001.
+async fn relay_checked<C, U>(client: C, upstream: U, mut checks: Checks<'_>, exchange: &Exchange)
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
@@ -115,16 +171,15 @@ where
     let upstream = WebSocketStream::from_raw_socket(upstream, Role::Client, None).await;
     let (mut to_client, mut from_client) = client.split();
     let (mut to_upstream, mut from_upstream) = upstream.split();
-    let guards: Vec<&Rule> = guards.iter().collect();
     let refusal = tokio::select! {
         refusal = async {
             while let Some(received) = from_client.next().await {
                 let message = match received {
                     Ok(message) => message,
                     Err(error) if ended(&error) => return None,
-                    Err(_) => return Some(uninspectable(&guards)),
+                    Err(_) => return Some(checks.uninspectable()),
                 };
-                if let Err(refusal) = check(&message, &guards) {
+                if let Err(refusal) = checks.check(&message) {
                     return Some(refusal);
                 }
                 if to_upstream.send(message).await.is_err() {
@@ -146,7 +201,7 @@ where
     };
     let to_client_close = CloseFrame {
         code: CloseCode::Policy,
-        reason: close_reason(&refusal).into(),
+        reason: close_reason(&refusal.decision()).into(),
     };
     let to_upstream_close = CloseFrame {
         code: CloseCode::Away,
@@ -158,7 +213,12 @@ where
             .send(Message::Close(Some(to_upstream_close)))
             .await;
     };
-    exchange.write_refusal(refusal);
+    match &refusal {
+        Refusal::Rule(decision) => exchange.write_refusal(decision.clone(), None),
+        Refusal::Credential(finding) => {
+            exchange.write_refusal(refusal.decision(), Some(finding));
+        }
+    }
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, closing).await;
 }
 

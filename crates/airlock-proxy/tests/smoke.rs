@@ -156,19 +156,42 @@ async fn start_proxy_with(
     refusal: TunnelRefusal,
     audit: AuditLog,
 ) -> TestResult<RunningProxy> {
-    start_proxy_full(allows, passthrough, &[], upstream_ca_pem, refusal, audit).await
+    let setup = Setup {
+        allows,
+        passthrough,
+        ..Setup::default()
+    };
+    start_proxy_full(&setup, upstream_ca_pem, refusal, audit).await
 }
 
-/// The most general start: `secrets` are `--secret NAME=SURROGATE=VALUE@HOSTS` specs.
+/// What a test proxy is started with.
+#[derive(Default)]
+struct Setup<'a> {
+    allows: &'a [String],
+    passthrough: &'a [&'a str],
+    /// `--secret NAME=SURROGATE=VALUE@HOSTS` specs with their real values.
+    secrets: &'a [(&'a str, &'a str)],
+    /// `dlp: {credentials: off}` (with no secrets: no outbound guard at all).
+    unguarded: bool,
+}
+
+/// The most general start.
 async fn start_proxy_full(
-    allows: &[String],
-    passthrough: &[&str],
-    secrets: &[(&str, &str)],
+    setup: &Setup<'_>,
     upstream_ca_pem: &str,
     refusal: TunnelRefusal,
     audit: AuditLog,
 ) -> TestResult<RunningProxy> {
+    let Setup {
+        allows,
+        passthrough,
+        secrets,
+        unguarded,
+    } = *setup;
     let mut policy = Policy::default();
+    if unguarded {
+        policy.dlp.credentials = Some(airlock_policy::model::DlpMode::Off);
+    }
     let mut values = Vec::new();
     for (spec, value) in secrets {
         let secret = airlock_policy::rule::parse_secret(spec)?;
@@ -584,13 +607,16 @@ async fn websocket_upgrade_is_relayed_and_audited_once() -> TestResult {
         let (port, ca_pem) = start_tls_upstream().await?;
         let log = tempfile::NamedTempFile::new()?;
         let audit = AuditLog::open(&log.path().to_string_lossy())?;
-        let proxy = start_proxy_with_audit(
-            &[format!("GET localhost:{port}/ws")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-            audit.clone(),
-        )
-        .await?;
+        // Without the outbound guard the upgraded bytes are relayed as they are (with it,
+        // the relay reads WebSocket frames: proxy_outbound_guard.rs in the CLI crate).
+        let allows = [format!("GET localhost:{port}/ws")];
+        let setup = Setup {
+            allows: &allows,
+            unguarded: true,
+            ..Setup::default()
+        };
+        let proxy =
+            start_proxy_full(&setup, &ca_pem, TunnelRefusal::OnConnect, audit.clone()).await?;
         let target = format!("localhost:{port}");
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (mut sender, connection) =
@@ -774,15 +800,14 @@ async fn surrogates_are_swapped_only_on_their_hosts() -> TestResult {
         let surrogate = "ghp_SURROGATE0000000000000000000000000000";
         let real = "ghp_realvalue11111111111111111111111111111";
         let spec = format!("GH_TOKEN={surrogate}={real}@localhost");
-        let proxy = start_proxy_full(
-            &[format!("localhost:{port}"), format!("127.0.0.1:{port}")],
-            &[],
-            &[(&spec, real)],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-            audit.clone(),
-        )
-        .await?;
+        let allows = [format!("localhost:{port}"), format!("127.0.0.1:{port}")];
+        let setup = Setup {
+            allows: &allows,
+            secrets: &[(&spec, real)],
+            ..Setup::default()
+        };
+        let proxy =
+            start_proxy_full(&setup, &ca_pem, TunnelRefusal::OnConnect, audit.clone()).await?;
         let target = format!("localhost:{port}");
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (mut sender, connection) =

@@ -249,6 +249,38 @@ fn print_inspection(compiled: &CompiledPolicy, target: &airlock_policy::Canonica
     {
         println!("  mcp:     tools/call decided by {}", rule.id);
     }
+    println!("  guard:   {}", guard_sight(compiled, target));
+}
+
+/// What the outbound guard sees of requests to `target` (docs/security.md, "Outbound
+/// guard").
+fn guard_sight(compiled: &CompiledPolicy, target: &airlock_policy::CanonicalRequest) -> String {
+    use airlock_policy::model::DlpMode;
+    if compiled.is_passthrough(&target.host) {
+        return "not in sight: a TLS passthrough host is relayed unread, so neither real \
+                values nor credentials are looked for"
+            .to_owned();
+    }
+    let policy = compiled.policy();
+    let formats = match (policy.dlp.mode(), compiled.dlp_kinds_for_host(&target.host)) {
+        (DlpMode::Off, _) => "well-known credentials not looked for (dlp off)".to_owned(),
+        (_, None) => "every well-known credential kind allowed here (dlp.allow)".to_owned(),
+        (mode, Some(kinds)) if kinds.is_empty() => {
+            format!("well-known credentials: {}", mode.as_str())
+        }
+        (mode, Some(kinds)) => format!(
+            "well-known credentials: {} except {} (dlp.allow)",
+            mode.as_str(),
+            kinds.join(", ")
+        ),
+    };
+    let home: Vec<&str> = compiled
+        .secrets_for_host(&target.host)
+        .iter()
+        .map(|secret| secret.name.as_str())
+        .collect();
+    let foreign = policy.secrets.len() - home.len();
+    format!("real values of {foreign} other secret(s) refused; {formats}")
 }
 
 fn print_json(decision: &Decision, secrets: &[String]) {

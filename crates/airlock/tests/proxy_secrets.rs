@@ -298,27 +298,43 @@ fn a_rotated_file_secret_is_used_without_a_restart() {
 }
 
 #[test]
-fn a_compressed_response_from_a_secrets_host_is_not_passed_on() {
+fn a_compressed_response_from_a_secrets_host_is_decoded_and_scrubbed() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let proxy = start(&pki, &upstream);
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
-    let on_secret_host = format!("https://localhost:{}/compressed", upstream.port());
+    let on_secret_host = format!("https://localhost:{}/gzip-echo", upstream.port());
     let response = curl_get(&proxy, &pki, &on_secret_host, &[&auth]);
-    assert_eq!(
-        response.status, 502,
-        "an unscrubbable body must not reach the sandbox: {response:?}"
-    );
+    assert_eq!(response.status, 200, "{response:?}");
     let hits = upstream.hits();
     assert_eq!(
         header_values(&hits[0], "accept-encoding"),
         vec!["identity".to_owned()],
         "airlock asks a secret's host for an identity-encoded response"
     );
+    assert!(
+        !response
+            .headers
+            .iter()
+            .any(|(name, _)| name == "content-encoding"),
+        "the body is passed on decoded: {response:?}"
+    );
+    let body = String::from_utf8_lossy(&response.body);
+    assert!(body.contains(PLACEHOLDER), "decoded and scrubbed: {body}");
+    assert!(!body.contains(REAL), "the real value came back: {body}");
+    // A body that claims gzip but is not: the transfer is aborted, nothing unscrubbed
+    // reaches the client.
+    let corrupt = format!("https://localhost:{}/compressed", upstream.port());
+    let response = curl_get(&proxy, &pki, &corrupt, &[&auth]);
+    assert!(
+        response.exit != 0 && response.body.is_empty(),
+        "an undecodable body must not look whole: {response:?}"
+    );
     // Elsewhere nothing is scrubbed, so a compressed response passes as it is.
     let elsewhere = format!("https://other.test:{}/compressed", upstream.port());
     let response = curl(&proxy, &pki, &CurlRequest::get(&elsewhere));
     assert_eq!(response.status, 200, "{response:?}");
+    assert_real_value_never_shown(&proxy);
 }
 
 #[test]

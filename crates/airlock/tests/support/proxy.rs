@@ -73,10 +73,12 @@ impl<'a> ProxyBuilder<'a> {
 
     /// The `json_deny` policy of the body-guard tests: `allowed.test` on `port` guarded
     /// (`/tools/*/type` `web_search`/`web_search_preview*` as `network.allow[0]`, and
-    /// `/stream`), `other.test` on `port` without guards; both resolved to 127.0.0.1.
+    /// `/stream`), `other.test` on `port` without guards; both resolved to 127.0.0.1. The
+    /// outbound guard is off (`dlp: {credentials: off}`, no secrets), so that only the
+    /// `json_deny` guards look at bodies.
     pub fn json_deny_guards(self, port: u16) -> Self {
         let yaml = format!(
-            "version: 1\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n      json_deny:\n        - path: /tools/*/type\n          values: [\"web_search\", \"web_search_preview*\"]\n        - path: /stream\n    - host: other.test\n      ports: [{port}]\n"
+            "version: 1\ndlp: {{credentials: off}}\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n      json_deny:\n        - path: /tools/*/type\n          values: [\"web_search\", \"web_search_preview*\"]\n        - path: /stream\n    - host: other.test\n      ports: [{port}]\n"
         );
         self.policy(&yaml)
             .resolve_loopback("allowed.test")

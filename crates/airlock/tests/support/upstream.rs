@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -64,7 +64,13 @@ impl Hit {
 struct Record {
     connections: AtomicUsize,
     hits: Mutex<Vec<Hit>>,
+    /// Every request body byte received, in arrival order (bodies cut short included),
+    /// up to [`RECEIVED_LIMIT`].
+    received: Mutex<Vec<u8>>,
 }
+
+/// The most body bytes [`Upstream::received`] keeps.
+const RECEIVED_LIMIT: usize = 32 * 1024 * 1024;
 
 /// A running upstream server; stops when dropped.
 pub struct Upstream {
@@ -117,6 +123,12 @@ impl Upstream {
     /// Requests received so far.
     pub fn hits(&self) -> Vec<Hit> {
         self.record.hits.lock().expect("hits lock").clone()
+    }
+
+    /// Every request body byte received so far (from every request, also those whose
+    /// body was cut short), up to 32 MiB; `/sink` bodies are only counted.
+    pub fn received(&self) -> Vec<u8> {
+        self.record.received.lock().expect("received lock").clone()
     }
 
     /// Number of requests received so far.
@@ -221,12 +233,13 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
         headers: headers.clone(),
     });
 
-    let body = match Limited::new(body, MAX_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return status_response(StatusCode::BAD_REQUEST, "body unreadable"),
+    let path = parts.uri.path();
+    let sink = path == "/sink";
+    let (body, body_len) = match read_body(body, record, sink).await {
+        Some(read) => read,
+        None => return status_response(StatusCode::BAD_REQUEST, "body unreadable"),
     };
 
-    let path = parts.uri.path();
     if let Some(count) = path.strip_prefix("/bytes/") {
         return match count.parse::<usize>() {
             Ok(n) if n <= MAX_BYTES => Response::builder()
@@ -246,6 +259,19 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
             .header("x-upstream", "compressed")
             .body(Full::new(Bytes::from_static(b"\x1f\x8b not really gzip")))
             .expect("compressed response");
+    }
+    if path == "/gzip-echo" {
+        // A real gzip body echoing the request's headers (a server that compresses
+        // whatever the request asked for).
+        let echo = json!({"headers": headers.iter().map(|(n, v)| vec![n.clone(), v.clone()]).collect::<Vec<_>>()});
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut encoder, echo.to_string().as_bytes()).expect("gzip");
+        return Response::builder()
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .header("x-upstream", "gzip-echo")
+            .body(Full::new(Bytes::from(encoder.finish().expect("gzip end"))))
+            .expect("gzip-echo response");
     }
     if path == "/reflect" {
         let value = headers
@@ -275,7 +301,7 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
         "query": parts.uri.query(),
         "authority": authority,
         "headers": headers.iter().map(|(n, v)| vec![n.clone(), v.clone()]).collect::<Vec<_>>(),
-        "body_len": body.len(),
+        "body_len": body_len,
         "body": echoed_body,
     });
     Response::builder()
@@ -283,6 +309,31 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
         .header("x-upstream", "echo")
         .body(Full::new(Bytes::from(echo.to_string())))
         .expect("echo response")
+}
+
+/// Reads a request body frame by frame, logging every byte in `record.received` as it
+/// arrives; keeps it (up to `MAX_BYTES`) unless `sink`. `None` when it fails or is too big.
+async fn read_body(mut body: Incoming, record: &Record, sink: bool) -> Option<(Bytes, usize)> {
+    let mut kept = Vec::new();
+    let mut len = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.ok()?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        len += data.len();
+        if !sink {
+            let mut received = record.received.lock().expect("received lock");
+            let room = RECEIVED_LIMIT.saturating_sub(received.len());
+            received.extend_from_slice(&data[..data.len().min(room)]);
+            drop(received);
+            if kept.len() + data.len() > MAX_BYTES {
+                return None;
+            }
+            kept.extend_from_slice(data);
+        }
+    }
+    Some((Bytes::from(kept), len))
 }
 
 fn status_response(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {

@@ -1,0 +1,231 @@
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use http::{HeaderMap, HeaderValue};
+use proptest::prelude::*;
+
+use super::*;
+
+const REAL: &str = "ghp_R3alT0kenValue0123456789abcdefABCD";
+const SURROGATE: &str = "ghp_SurrogateValue0123456789abcdefABCD";
+
+fn guard() -> OutboundGuard {
+    OutboundGuard::new(&[("GH_TOKEN", REAL, SURROGATE)], &[]).unwrap()
+}
+
+fn scope(value: ValueScope) -> GuardScope {
+    GuardScope {
+        values: vec![value],
+        formats: DlpMode::Refuse,
+        allowed_kinds: Some(Vec::new()),
+    }
+}
+
+fn github_token() -> String {
+    let payload = "abcdefghijklmnopqrstuvwxyz0123";
+    format!(
+        "ghp_{payload}{}",
+        airlock_dlp::github_checksum(payload.as_bytes())
+    )
+}
+
+/// The whole of `data`, pushed in chunks of `size`: what was released, or the refusal.
+fn streamed(
+    guard: &OutboundGuard,
+    scope: &GuardScope,
+    data: &[u8],
+    size: usize,
+) -> Result<Vec<u8>, Finding> {
+    let mut stream = guard.stream(scope.clone());
+    let mut out = Vec::new();
+    for chunk in data.chunks(size.max(1)) {
+        let released = stream.push(Bytes::copy_from_slice(chunk))?;
+        out.extend_from_slice(&released.first);
+        out.extend_from_slice(&released.second);
+    }
+    out.extend_from_slice(&stream.finish()?);
+    Ok(out)
+}
+
+#[test]
+fn every_form_of_the_real_value_is_refused_away_from_home() {
+    let guard = guard();
+    let forms = [
+        REAL.to_owned(),
+        STANDARD.encode(REAL),
+        URL_SAFE_NO_PAD.encode(format!("x{REAL}")),
+        STANDARD.encode(format!("user:{REAL}")),
+    ];
+    for form in &forms {
+        let body = format!("{{\"data\":\"{form}\"}}");
+        let refused = guard
+            .check_message(&scope(ValueScope::Foreign), body.as_bytes())
+            .unwrap_err();
+        assert_eq!(refused.reason, Reason::SecretOutOfScope, "{form}");
+        assert_eq!(refused.form, Form::Real);
+        assert_eq!(refused.secret.as_deref(), Some("GH_TOKEN"));
+        assert!(
+            guard
+                .check_message(&scope(ValueScope::Home), body.as_bytes())
+                .is_ok()
+        );
+    }
+    let cleartext = guard.check_message(&scope(ValueScope::Cleartext), REAL.as_bytes());
+    assert_eq!(cleartext.unwrap_err().form, Form::Cleartext);
+}
+
+#[test]
+fn url_encoded_and_json_escaped_values_are_found() {
+    let real = "p@ss/w+rd=\"XYZ\"123abc";
+    let guard = OutboundGuard::new(&[("DB", real, "q@rt/x+se=\"ABC\"456def")], &[]).unwrap();
+    let foreign = scope(ValueScope::Foreign);
+    for form in [
+        "user=p%40ss%2Fw%2Brd%3D%22XYZ%22123abc".to_owned(),
+        "user=p%40ss%2fw%2brd%3d%22XYZ%22123abc".to_owned(),
+        serde_json::to_string(&serde_json::json!({"password": real})).unwrap(),
+        r#"{"p":"p@ss\/w+rd=\"XYZ\"123abc"}"#.to_owned(),
+    ] {
+        assert!(
+            guard.check_message(&foreign, form.as_bytes()).is_err(),
+            "{form}"
+        );
+    }
+}
+
+#[test]
+fn the_head_is_searched_everywhere_a_value_can_hide() {
+    let guard = guard();
+    let scope = scope(ValueScope::Foreign);
+    let encoded = REAL.replace('_', "%5F");
+    assert!(
+        guard
+            .check_head(
+                &scope,
+                format!("/x?t={encoded}").as_bytes(),
+                &HeaderMap::new()
+            )
+            .is_err()
+    );
+    let mut headers = HeaderMap::new();
+    let basic = format!("Basic {}", STANDARD.encode(format!("x:{REAL}")));
+    headers.insert("authorization", HeaderValue::from_str(&basic).unwrap());
+    assert!(guard.check_head(&scope, b"/", &headers).is_err());
+    let mut headers = HeaderMap::new();
+    headers.insert("x-note", HeaderValue::from_static("nothing here"));
+    assert_eq!(
+        guard.check_head(&scope, b"/ok?q=1", &headers),
+        Ok(Vec::new())
+    );
+}
+
+#[test]
+fn unknown_tokens_are_refused_surrogates_and_allowed_kinds_pass() {
+    let guard = guard();
+    let token = github_token();
+    let refused = guard
+        .check_message(&scope(ValueScope::Foreign), token.as_bytes())
+        .unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.kind),
+        (Reason::CredentialOutbound, Some("github"))
+    );
+    assert!(
+        guard
+            .check_message(&scope(ValueScope::Foreign), SURROGATE.as_bytes())
+            .is_ok()
+    );
+    assert!(
+        guard
+            .check_message(&scope(ValueScope::Foreign), b"AKIAIOSFODNN7EXAMPLE")
+            .is_ok()
+    );
+    let mut allowed = scope(ValueScope::Foreign);
+    allowed.allowed_kinds = Some(vec!["github".to_owned()]);
+    assert!(guard.check_message(&allowed, token.as_bytes()).is_ok());
+    allowed.allowed_kinds = None;
+    assert!(
+        guard
+            .check_message(&allowed, b"AKIAQWERTYUIOPASDFGH")
+            .is_ok()
+    );
+    let mut log = scope(ValueScope::Foreign);
+    log.formats = DlpMode::Log;
+    assert_eq!(
+        guard.check_message(&log, token.as_bytes()),
+        Ok(vec!["github"])
+    );
+    log.formats = DlpMode::Off;
+    assert_eq!(guard.check_message(&log, token.as_bytes()), Ok(Vec::new()));
+    // Off concerns formats only: a real value is refused whatever dlp says.
+    assert!(guard.check_message(&log, REAL.as_bytes()).is_err());
+}
+
+#[test]
+fn a_stream_releases_everything_when_clean_and_nothing_of_a_value() {
+    let guard = guard();
+    let scope = scope(ValueScope::Foreign);
+    let clean: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    for size in [1, 7, 100, 4096, 65_536, 200_000] {
+        assert_eq!(
+            streamed(&guard, &scope, &clean, size).unwrap(),
+            clean,
+            "{size}"
+        );
+    }
+    // The value across a 64 KiB boundary of an 8 MiB-like body is never released.
+    let mut body = vec![b'a'; 65_536 - 10];
+    body.extend_from_slice(REAL.as_bytes());
+    body.extend(vec![b'b'; 70_000]);
+    let mut stream = guard.stream(scope.clone());
+    let first = stream
+        .push(Bytes::copy_from_slice(&body[..65_536]))
+        .unwrap();
+    let sent = [first.first, first.second].concat();
+    assert!(
+        !sent.windows(4).any(|w| w == &REAL.as_bytes()[..4]),
+        "no part of the value left"
+    );
+    assert!(
+        stream
+            .push(Bytes::copy_from_slice(&body[65_536..]))
+            .is_err()
+    );
+}
+
+proptest! {
+    #[test]
+    fn streaming_decides_like_the_whole(
+        before in prop::collection::vec(any::<u8>(), 0..3000),
+        after in prop::collection::vec(any::<u8>(), 0..3000),
+        which in 0usize..3,
+        size in 1usize..6000,
+    ) {
+        let guard = guard();
+        let scope = scope(ValueScope::Foreign);
+        let inserted = match which {
+            0 => REAL.to_owned(),
+            1 => github_token(),
+            _ => String::new(),
+        };
+        let data = [before, inserted.into_bytes(), after].concat();
+        let whole = guard.check_message(&scope, &data);
+        let streamed = streamed(&guard, &scope, &data, size);
+        prop_assert_eq!(whole.is_ok(), streamed.is_ok());
+        if let Ok(out) = streamed {
+            prop_assert_eq!(out, data);
+        }
+    }
+
+    #[test]
+    fn format_findings_match_the_reference(text in "[ -~]{0,200}", cut in 0usize..200) {
+        // The automaton finds a format token exactly when the slow reference does.
+        let guard = OutboundGuard::new(&[], &[]).unwrap();
+        let scope = GuardScope { values: Vec::new(), formats: DlpMode::Refuse, allowed_kinds: Some(Vec::new()) };
+        let token = github_token();
+        let cut = cut.min(text.len());
+        let data = format!("{} {token} {}", &text[..cut], &text[cut..]);
+        let reference = airlock_dlp::find_all(data.as_bytes());
+        prop_assert!(!reference.is_empty());
+        prop_assert!(guard.check_message(&scope, data.as_bytes()).is_err());
+        prop_assert_eq!(guard.check_message(&scope, text.as_bytes()).is_err(), !airlock_dlp::find_all(text.as_bytes()).is_empty());
+    }
+}
