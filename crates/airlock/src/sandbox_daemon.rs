@@ -154,6 +154,7 @@ impl Plan {
             log: Some(log.display().to_string()),
             jail: JailMode::Namespace,
             verbose: false,
+            mode: airlock_policy::mode::Mode::Enforce,
             command: vec!["sandbox".into()],
         };
         let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;

@@ -1,0 +1,401 @@
+//! Report mode and `airlock policy suggest` (docs/policy.md "Report mode and suggested
+//! rules", docs/contract.md §2 and §5), with the real binary, real curl and loopback TLS
+//! upstreams:
+//!
+//! - `--mode report` lets through what is refused only for host, method or path, and its
+//!   audit line says `"decision":"allow","would":"deny"` with the reason;
+//! - it still refuses a surrogate sent to the wrong host, a private address and a deny
+//!   rule;
+//! - round trip: a report run, `policy suggest` on its log, and an enforce run with the
+//!   suggestion pass the same traffic (and the suggestion passes `policy check`); both
+//!   with `airlock proxy` and with `airlock run` in its jail;
+//! - `policy suggest` on bad input names `FILE:LINE` and exits 1; `--mode ask` is refused.
+
+#[path = "support/run.rs"]
+mod run;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::clients::BoundedOutput;
+use support::proxy::AIRLOCK;
+use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, curl_get, run_bounded};
+
+const PLACEHOLDER: &str = "PLACEHOLDER_LLM_KEY_7f3a";
+const REAL: &str = "sk-bench-REAL-0123456789abcdef";
+
+/// The base policy: `GET /ok` on `listed.example.test:PORT`, nothing else.
+fn base_policy(port: u16) -> String {
+    format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: listed.example.test\n      ports: [{port}]\n      methods: [GET]\n      paths: [\"/ok\"]\n  deny:\n    - host: denied.example.test\n"
+    )
+}
+
+/// A proxy with the base policy, both test names resolved to the loopback upstream.
+fn proxy<'a>(pki: &'a TestPki, port: u16, mode: Option<&str>) -> ProxyBuilder<'a> {
+    let mut builder = ProxyBuilder::new(pki)
+        .policy(&base_policy(port))
+        .resolve_loopback("listed.example.test")
+        .resolve_loopback("new.example.test")
+        .resolve_loopback("denied.example.test");
+    if let Some(mode) = mode {
+        builder = builder.arg("--mode").arg(mode);
+    }
+    builder
+}
+
+/// The traffic of the round trip: (method, host, path) on the upstream's port.
+const TRAFFIC: [(&str, &str, &str); 7] = [
+    ("GET", "listed.example.test", "/ok"),
+    ("POST", "listed.example.test", "/ok"),
+    ("GET", "listed.example.test", "/api/v1/items"),
+    ("GET", "new.example.test", "/simple/requests/"),
+    ("GET", "new.example.test", "/simple/idna/"),
+    ("GET", "new.example.test", "/simple/certifi/"),
+    ("DELETE", "new.example.test", "/simple/certifi/"),
+];
+
+fn send(proxy: &Proxy, pki: &TestPki, method: &str, url: &str) -> support::clients::CurlResponse {
+    curl(
+        proxy,
+        pki,
+        &CurlRequest {
+            method: Some(method),
+            ..CurlRequest::get(url)
+        },
+    )
+}
+
+fn lines_of(path: &Path) -> Vec<Value> {
+    run::read_lines(path)
+}
+
+fn airlock(args: &[&str]) -> BoundedOutput {
+    let mut command = std::process::Command::new(AIRLOCK);
+    command.args(args);
+    run_bounded(&mut command, Duration::from_secs(30))
+}
+
+fn stdout(output: &BoundedOutput) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn exit(output: &BoundedOutput) -> i32 {
+    output.status.and_then(|s| s.code()).unwrap_or(-1)
+}
+
+/// `airlock policy suggest --base BASE LOG`, checked to exit 0; the YAML written to
+/// `dir/suggested.yaml`, which must pass `policy check`.
+fn suggest_into(dir: &Path, base: &Path, log: &Path) -> (PathBuf, String) {
+    let output = airlock(&[
+        "policy",
+        "suggest",
+        "--base",
+        base.to_str().expect("utf-8"),
+        log.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(exit(&output), 0, "suggest failed: {}", output.stderr);
+    let yaml = stdout(&output);
+    let path = dir.join("suggested.yaml");
+    std::fs::write(&path, &yaml).expect("write suggestion");
+    let check = airlock(&["policy", "check", path.to_str().expect("utf-8")]);
+    assert_eq!(exit(&check), 0, "the suggestion must be valid: {}\n{yaml}", check.stderr);
+    (path, yaml)
+}
+
+#[test]
+fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let proxy = proxy(&pki, port, Some("report")).start();
+    assert!(
+        proxy.stderr().contains("report mode"),
+        "airlock says it is in report mode: {}",
+        proxy.stderr()
+    );
+    let cases = [
+        ("GET", "new.example.test", "/simple/x/", "host_not_allowed"),
+        ("POST", "listed.example.test", "/ok", "method_not_allowed"),
+        ("GET", "listed.example.test", "/other", "path_not_allowed"),
+    ];
+    for (method, host, path, reason) in cases {
+        let url = format!("https://{host}:{port}{path}");
+        let response = send(&proxy, &pki, method, &url);
+        assert_eq!(response.status, 200, "{method} {url} passes in report mode: {response:?}");
+        let line = proxy.audit_line_where(&format!("for {method} {host}{path}"), |l| {
+            l["method"] == method && l["host"] == host && l["path"] == path
+        });
+        assert_eq!(line["decision"], "allow", "{line}");
+        assert_eq!(line["would"], "deny", "{line}");
+        assert_eq!(line["reason"], reason, "{line}");
+        assert_eq!(line["status"], 200, "{line}");
+        assert!(line["rule"].is_null(), "{line}");
+    }
+    assert_eq!(upstream.hit_count(), 3, "{:?}", upstream.hits());
+    // What the policy allows is logged as before, without `would`.
+    let ok = send(&proxy, &pki, "GET", &format!("https://listed.example.test:{port}/ok"));
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let line = proxy.audit_line_where("for GET /ok", |l| l["path"] == "/ok" && l["method"] == "GET");
+    assert_eq!(line["decision"], "allow", "{line}");
+    assert!(line.get("would").is_none(), "{line}");
+    assert!(line.get("reason").is_none(), "{line}");
+
+    // The same request under the default mode is refused.
+    let enforcing = proxy_enforcing(&pki, port);
+    let refused = send(&enforcing, &pki, "GET", &format!("https://new.example.test:{port}/simple/x/"));
+    assert!(
+        refused.status == 403 || refused.connect_status == 403,
+        "enforce mode refuses: {refused:?}"
+    );
+    assert!(!enforcing.stderr().contains("report mode"), "{}", enforcing.stderr());
+}
+
+fn proxy_enforcing(pki: &TestPki, port: u16) -> Proxy {
+    proxy(pki, port, None).start()
+}
+
+#[test]
+fn report_mode_still_refuses_credentials_private_addresses_and_deny_rules() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let proxy = proxy(&pki, port, Some("report"))
+        .secret(&format!("LLM_KEY={PLACEHOLDER}={REAL}@listed.example.test"))
+        .start();
+
+    // A surrogate sent to a host that is not its own: the tripwire, not a would-deny.
+    let auth = format!("Authorization: Bearer {PLACEHOLDER}");
+    let url = format!("https://new.example.test:{port}/exfil");
+    let response = curl_get(&proxy, &pki, &url, &[&auth]);
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "secret_out_of_scope", "{response:?}");
+    let line = proxy.audit_line_where("for /exfil", |l| l["path"] == "/exfil");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["reason"], "secret_out_of_scope", "{line}");
+    assert!(line.get("would").is_none(), "{line}");
+
+    // A private address the operator did not name (an IP literal, no --resolve).
+    let url = format!("https://127.0.0.1:{port}/private");
+    let response = curl(&proxy, &pki, &CurlRequest::get(&url));
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "private_address", "{response:?}");
+    let line = proxy.audit_line_where("for /private", |l| l["path"] == "/private");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert!(line.get("would").is_none(), "{line}");
+
+    // A deny rule.
+    let url = format!("https://denied.example.test:{port}/denied");
+    let response = curl(&proxy, &pki, &CurlRequest::get(&url));
+    assert!(
+        response.status == 403 || response.connect_status == 403,
+        "{response:?}"
+    );
+    proxy.audit_line_where("denied_by_rule", |l| {
+        l["reason"] == "denied_by_rule" && l["decision"] == "deny"
+    });
+    upstream.assert_untouched("report mode relaxes no credential, address or deny rule");
+
+    // The surrogate on its own host is still swapped (and the response scrubbed).
+    let url = format!("https://listed.example.test:{port}/echo/own");
+    let response = curl_get(&proxy, &pki, &url, &[&auth]);
+    assert_eq!(response.status, 200, "{response:?}");
+    let hits = upstream.hits();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].header_values("authorization"), vec![format!("Bearer {REAL}")]);
+    assert!(!String::from_utf8_lossy(&response.body).contains(REAL));
+    let line = proxy.audit_line_where("for /echo/own", |l| l["path"] == "/echo/own");
+    assert_eq!(line["would"], "deny", "path_not_allowed, let through: {line}");
+    assert_eq!(line["secrets"], serde_json::json!(["LLM_KEY"]), "{line}");
+    assert!(!proxy.audit_log_text().contains(REAL));
+}
+
+#[test]
+fn report_then_suggest_then_enforce_passes_the_same_traffic() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let work = tempfile::tempdir().expect("tempdir");
+    let base = work.path().join("base.yaml");
+    std::fs::write(&base, base_policy(port)).expect("write base");
+
+    let mut report = proxy(&pki, port, Some("report")).start();
+    for (method, host, path) in TRAFFIC {
+        let response = send(&report, &pki, method, &format!("https://{host}:{port}{path}"));
+        assert_eq!(response.status, 200, "report: {method} {host}{path}: {response:?}");
+    }
+    let private = curl(&report, &pki, &CurlRequest::get(&format!("https://127.0.0.1:{port}/p")));
+    assert_eq!(private.status, 403, "{private:?}");
+    report.audit(TRAFFIC.len() + 1);
+    assert!(report.terminate(Duration::from_secs(10)).is_some(), "the proxy stops");
+    let log = work.path().join("report.jsonl");
+    std::fs::copy(report.audit_log_path(), &log).expect("keep the log");
+    let would = lines_of(&log).iter().filter(|l| l["would"] == "deny").count();
+    assert_eq!(would, TRAFFIC.len() - 1, "every request but GET /ok would be refused");
+
+    let (suggested, yaml) = suggest_into(work.path(), &base, &log);
+    assert!(yaml.contains("\"/simple/**\""), "shared prefix generalised: {yaml}");
+    assert!(yaml.contains(&format!("ports: [{port}]")), "{yaml}");
+    assert!(!yaml.contains("- host: \"127.0.0.1\""), "never a private address: {yaml}");
+    assert!(yaml.contains("# not suggested: 127.0.0.1"), "{yaml}");
+    assert!(yaml.contains("request(s): host_not_allowed 4"), "counts: {yaml}");
+
+    let mut enforce = ProxyBuilder::new(&pki)
+        .policy(&base_policy(port))
+        .arg("--policy")
+        .arg(suggested.to_str().expect("utf-8"))
+        .resolve_loopback("listed.example.test")
+        .resolve_loopback("new.example.test")
+        .start();
+    for (method, host, path) in TRAFFIC {
+        let response = send(&enforce, &pki, method, &format!("https://{host}:{port}{path}"));
+        assert_eq!(response.status, 200, "enforce: {method} {host}{path}: {response:?}\n{yaml}");
+    }
+    // The suggestion is narrow: other paths and methods stay refused.
+    for (method, path) in [("GET", "/packages/x.whl"), ("PUT", "/simple/x/")] {
+        let url = format!("https://new.example.test:{port}{path}");
+        let response = send(&enforce, &pki, method, &url);
+        assert_eq!(response.status, 403, "{method} {path} stays refused: {response:?}\n{yaml}");
+    }
+    enforce.audit(TRAFFIC.len() + 2);
+    assert!(enforce.terminate(Duration::from_secs(10)).is_some());
+    let lines = run::read_lines(enforce.audit_log_path());
+    let allowed = lines.iter().filter(|l| l["decision"] == "allow").count();
+    assert_eq!(allowed, TRAFFIC.len(), "{lines:?}");
+    assert!(lines.iter().all(|l| l.get("would").is_none()), "{lines:?}");
+
+    // Suggested again against the base and the suggestion: nothing left.
+    let again = airlock(&[
+        "policy",
+        "suggest",
+        "--base",
+        base.to_str().expect("utf-8"),
+        "--base",
+        suggested.to_str().expect("utf-8"),
+        log.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(exit(&again), 0, "{}", again.stderr);
+    assert!(stdout(&again).contains("nothing to suggest"), "{}", stdout(&again));
+}
+
+#[test]
+fn suggest_names_the_file_and_line_of_bad_input() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let log = work.path().join("audit.jsonl");
+    let good = r#"{"ts":"t","kind":"http","decision":"deny","rule":null,"reason":"host_not_allowed","method":"GET","scheme":"https","host":"a.example.test","port":443,"path":"/"}"#;
+    std::fs::write(&log, format!("{good}\n{{not json\n")).expect("write log");
+    let path = log.to_str().expect("utf-8");
+    let output = airlock(&["policy", "suggest", path]);
+    assert_eq!(exit(&output), 1, "{}", output.stderr);
+    assert!(output.stderr.contains(&format!("{path}:2:")), "{}", output.stderr);
+    assert!(output.stdout.is_empty(), "no half suggestion on stdout");
+
+    let missing = work.path().join("missing.jsonl");
+    let output = airlock(&["policy", "suggest", missing.to_str().expect("utf-8")]);
+    assert_eq!(exit(&output), 1, "{}", output.stderr);
+    assert!(output.stderr.contains("missing.jsonl: cannot read"), "{}", output.stderr);
+
+    let output = airlock(&["policy", "suggest"]);
+    assert_eq!(exit(&output), 2, "usage error: {}", output.stderr);
+
+    std::fs::write(&log, format!("{good}\n")).expect("write log");
+    let output = airlock(&["policy", "suggest", path]);
+    assert_eq!(exit(&output), 0, "{}", output.stderr);
+    assert!(stdout(&output).contains("- host: \"a.example.test\""), "{}", stdout(&output));
+}
+
+#[test]
+fn ask_mode_is_refused_with_a_clear_message() {
+    let output = airlock(&["proxy", "--mode", "ask", "--listen", "127.0.0.1:0"]);
+    assert_eq!(exit(&output), 2, "{}", output.stderr);
+    assert!(output.stderr.contains("not available yet"), "{}", output.stderr);
+    let output = airlock(&["run", "--mode", "ask", "--", "true"]);
+    assert_eq!(exit(&output), 125, "{}", output.stderr);
+    assert!(output.stderr.contains("not available yet"), "{}", output.stderr);
+}
+
+/// `airlock run` flags reaching the loopback upstream as `listed.example.test` and
+/// `new.example.test`, with the base policy file and the given extra flags.
+fn run_flags(pki: &TestPki, home: &run::RunHome, policies: &[&Path], extra: &[&str]) -> Vec<String> {
+    let mut flags: Vec<String> = vec![
+        "--resolve".into(),
+        "listed.example.test:127.0.0.1".into(),
+        "--resolve".into(),
+        "new.example.test:127.0.0.1".into(),
+        "--upstream-ca".into(),
+        pki.upstream_ca_cert.to_string_lossy().into_owned(),
+        "--log".into(),
+        home.log_path().to_string_lossy().into_owned(),
+    ];
+    for policy in policies {
+        flags.push("--policy".into());
+        flags.push(policy.to_string_lossy().into_owned());
+    }
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags
+}
+
+/// A shell script sending TRAFFIC with curl, printing each status on its own line.
+fn traffic_script(port: u16) -> String {
+    TRAFFIC
+        .iter()
+        .map(|(method, host, path)| {
+            format!("curl -sS -o /dev/null -w '%{{http_code}}\\n' --max-time 20 -X {method} https://{host}:{port}{path}; ")
+        })
+        .collect()
+}
+
+fn run_traffic(home: &run::RunHome, flags: &[String], port: u16) -> (Vec<String>, String) {
+    let script = traffic_script(port);
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let output = home.run(&args);
+    assert_eq!(run::code(&output), 0, "{}", output.stderr);
+    let statuses = stdout(&output).lines().map(str::to_owned).collect();
+    (statuses, output.stderr)
+}
+
+#[test]
+fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() {
+    if !run::namespaces_available("a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with") {
+        return;
+    }
+    support::need_all(&["curl"]);
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let work = tempfile::tempdir().expect("tempdir");
+    let base = work.path().join("base.yaml");
+    std::fs::write(&base, base_policy(port)).expect("write base");
+
+    let enforce_home = run::RunHome::new();
+    let (statuses, _) = run_traffic(&enforce_home, &run_flags(&pki, &enforce_home, &[&base], &[]), port);
+    assert_eq!(statuses.iter().filter(|s| *s == "403").count(), TRAFFIC.len() - 1, "{statuses:?}");
+
+    let report_home = run::RunHome::new();
+    let flags = run_flags(&pki, &report_home, &[&base], &["--mode", "report"]);
+    let (statuses, stderr) = run_traffic(&report_home, &flags, port);
+    assert!(statuses.iter().all(|s| s == "200"), "report run: {statuses:?}\n{stderr}");
+    assert!(stderr.contains("airlock: report mode:"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} requests would have been refused", TRAFFIC.len() - 1)),
+        "summary: {stderr}"
+    );
+    let lines = report_home.audit_lines();
+    assert!(
+        lines.iter().any(|l| l["would"] == "deny"
+            && l["decision"] == "allow"
+            && l["host"] == "new.example.test"
+            && l["reason"] == "host_not_allowed"),
+        "{lines:?}"
+    );
+
+    let (suggested, yaml) = suggest_into(work.path(), &base, &report_home.log_path());
+    let after_home = run::RunHome::new();
+    let flags = run_flags(&pki, &after_home, &[&base, &suggested], &[]);
+    let (statuses, stderr) = run_traffic(&after_home, &flags, port);
+    assert!(statuses.iter().all(|s| s == "200"), "enforce with the suggestion: {statuses:?}\n{stderr}\n{yaml}");
+    assert!(!stderr.contains("refused"), "{stderr}");
+}
