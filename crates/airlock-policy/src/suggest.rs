@@ -14,7 +14,8 @@
 //!   the entry destination-only (no `methods`, no `paths`).
 //! - Never suggested: an IP literal that is not a global address, a host refused as
 //!   `private_address` anywhere in the input, `airlock.internal` (routes are configured
-//!   under `routes`). Each is named in a comment.
+//!   under `routes`). Each is named in a comment (hosts refused as `private_address` too,
+//!   even when nothing else was seen of them).
 //! - What the base policy already allows is left out (decided by its compiled matcher).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -191,6 +192,11 @@ pub fn suggest(seen: &[Seen], base: &CompiledPolicy) -> Suggestion {
     let mut out = Suggestion::default();
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut skipped: BTreeMap<String, &'static str> = BTreeMap::new();
+    for host in &private {
+        if let Some(why) = never_suggested(host, true) {
+            skipped.insert(host.to_string(), why);
+        }
+    }
     for observed in seen.iter().filter_map(|seen| match seen {
         Seen::Refused(observed) => Some(observed),
         _ => None,

@@ -162,6 +162,10 @@ fn private_addresses_route_host_and_base_allowed_are_left_out() {
     assert_eq!(suggestion.already_allowed, 1);
     let skipped: Vec<&str> = suggestion.skipped.iter().map(|(h, _)| h.as_str()).collect();
     assert_eq!(skipped, ["10.1.2.3", "127.0.0.1", "[fe80::1]", "airlock.internal", "inner.example.test"]);
+    let only_private = seen(&[line("deny", false, "private_address", "GET", "10.9.9.9", 443, "/")]);
+    let private_only = suggest::suggest(&only_private, &base);
+    assert_eq!(private_only.skipped.len(), 1, "named although nothing else was seen: {private_only:?}");
+    assert!(private_only.entries.is_empty());
     let yaml = suggestion.render();
     assert!(yaml.contains("# not suggested: 127.0.0.1: a private"), "{yaml}");
     compiled(&yaml);

@@ -26,10 +26,11 @@ use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, curl_ge
 const PLACEHOLDER: &str = "PLACEHOLDER_LLM_KEY_7f3a";
 const REAL: &str = "sk-bench-REAL-0123456789abcdef";
 
-/// The base policy: `GET /ok` on `listed.example.test:PORT`, nothing else.
+/// The base policy: `GET /ok` on `allowed.test:PORT` and a deny rule. The test upstream's
+/// certificate names `allowed.test` and `other.test`, both resolved to it.
 fn base_policy(port: u16) -> String {
     format!(
-        "version: 1\nnetwork:\n  allow:\n    - host: listed.example.test\n      ports: [{port}]\n      methods: [GET]\n      paths: [\"/ok\"]\n  deny:\n    - host: denied.example.test\n"
+        "version: 1\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n      methods: [GET]\n      paths: [\"/ok\"]\n  deny:\n    - host: denied.example.test\n"
     )
 }
 
@@ -37,8 +38,8 @@ fn base_policy(port: u16) -> String {
 fn proxy<'a>(pki: &'a TestPki, port: u16, mode: Option<&str>) -> ProxyBuilder<'a> {
     let mut builder = ProxyBuilder::new(pki)
         .policy(&base_policy(port))
-        .resolve_loopback("listed.example.test")
-        .resolve_loopback("new.example.test")
+        .resolve_loopback("allowed.test")
+        .resolve_loopback("other.test")
         .resolve_loopback("denied.example.test");
     if let Some(mode) = mode {
         builder = builder.arg("--mode").arg(mode);
@@ -48,13 +49,13 @@ fn proxy<'a>(pki: &'a TestPki, port: u16, mode: Option<&str>) -> ProxyBuilder<'a
 
 /// The traffic of the round trip: (method, host, path) on the upstream's port.
 const TRAFFIC: [(&str, &str, &str); 7] = [
-    ("GET", "listed.example.test", "/ok"),
-    ("POST", "listed.example.test", "/ok"),
-    ("GET", "listed.example.test", "/api/v1/items"),
-    ("GET", "new.example.test", "/simple/requests/"),
-    ("GET", "new.example.test", "/simple/idna/"),
-    ("GET", "new.example.test", "/simple/certifi/"),
-    ("DELETE", "new.example.test", "/simple/certifi/"),
+    ("GET", "allowed.test", "/ok"),
+    ("POST", "allowed.test", "/ok"),
+    ("GET", "allowed.test", "/api/v1/items"),
+    ("GET", "other.test", "/simple/requests/"),
+    ("GET", "other.test", "/simple/idna/"),
+    ("GET", "other.test", "/simple/certifi/"),
+    ("DELETE", "other.test", "/simple/certifi/"),
 ];
 
 fn send(proxy: &Proxy, pki: &TestPki, method: &str, url: &str) -> support::clients::CurlResponse {
@@ -117,9 +118,9 @@ fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
         proxy.stderr()
     );
     let cases = [
-        ("GET", "new.example.test", "/simple/x/", "host_not_allowed"),
-        ("POST", "listed.example.test", "/ok", "method_not_allowed"),
-        ("GET", "listed.example.test", "/other", "path_not_allowed"),
+        ("GET", "other.test", "/simple/x/", "host_not_allowed"),
+        ("POST", "allowed.test", "/ok", "method_not_allowed"),
+        ("GET", "allowed.test", "/other", "path_not_allowed"),
     ];
     for (method, host, path, reason) in cases {
         let url = format!("https://{host}:{port}{path}");
@@ -136,7 +137,7 @@ fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
     }
     assert_eq!(upstream.hit_count(), 3, "{:?}", upstream.hits());
     // What the policy allows is logged as before, without `would`.
-    let ok = send(&proxy, &pki, "GET", &format!("https://listed.example.test:{port}/ok"));
+    let ok = send(&proxy, &pki, "GET", &format!("https://allowed.test:{port}/ok"));
     assert_eq!(ok.status, 200, "{ok:?}");
     let line = proxy.audit_line_where("for GET /ok", |l| l["path"] == "/ok" && l["method"] == "GET");
     assert_eq!(line["decision"], "allow", "{line}");
@@ -145,7 +146,7 @@ fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
 
     // The same request under the default mode is refused.
     let enforcing = proxy_enforcing(&pki, port);
-    let refused = send(&enforcing, &pki, "GET", &format!("https://new.example.test:{port}/simple/x/"));
+    let refused = send(&enforcing, &pki, "GET", &format!("https://other.test:{port}/simple/x/"));
     assert!(
         refused.status == 403 || refused.connect_status == 403,
         "enforce mode refuses: {refused:?}"
@@ -163,12 +164,12 @@ fn report_mode_still_refuses_credentials_private_addresses_and_deny_rules() {
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
     let proxy = proxy(&pki, port, Some("report"))
-        .secret(&format!("LLM_KEY={PLACEHOLDER}={REAL}@listed.example.test"))
+        .secret(&format!("LLM_KEY={PLACEHOLDER}={REAL}@allowed.test"))
         .start();
 
     // A surrogate sent to a host that is not its own: the tripwire, not a would-deny.
     let auth = format!("Authorization: Bearer {PLACEHOLDER}");
-    let url = format!("https://new.example.test:{port}/exfil");
+    let url = format!("https://other.test:{port}/exfil");
     let response = curl_get(&proxy, &pki, &url, &[&auth]);
     assert_eq!(response.status, 403, "{response:?}");
     assert_eq!(response.json()["reason"], "secret_out_of_scope", "{response:?}");
@@ -199,7 +200,7 @@ fn report_mode_still_refuses_credentials_private_addresses_and_deny_rules() {
     upstream.assert_untouched("report mode relaxes no credential, address or deny rule");
 
     // The surrogate on its own host is still swapped (and the response scrubbed).
-    let url = format!("https://listed.example.test:{port}/echo/own");
+    let url = format!("https://allowed.test:{port}/echo/own");
     let response = curl_get(&proxy, &pki, &url, &[&auth]);
     assert_eq!(response.status, 200, "{response:?}");
     let hits = upstream.hits();
@@ -246,8 +247,8 @@ fn report_then_suggest_then_enforce_passes_the_same_traffic() {
         .policy(&base_policy(port))
         .arg("--policy")
         .arg(suggested.to_str().expect("utf-8"))
-        .resolve_loopback("listed.example.test")
-        .resolve_loopback("new.example.test")
+        .resolve_loopback("allowed.test")
+        .resolve_loopback("other.test")
         .start();
     for (method, host, path) in TRAFFIC {
         let response = send(&enforce, &pki, method, &format!("https://{host}:{port}{path}"));
@@ -255,7 +256,7 @@ fn report_then_suggest_then_enforce_passes_the_same_traffic() {
     }
     // The suggestion is narrow: other paths and methods stay refused.
     for (method, path) in [("GET", "/packages/x.whl"), ("PUT", "/simple/x/")] {
-        let url = format!("https://new.example.test:{port}{path}");
+        let url = format!("https://other.test:{port}{path}");
         let response = send(&enforce, &pki, method, &url);
         assert_eq!(response.status, 403, "{method} {path} stays refused: {response:?}\n{yaml}");
     }
@@ -316,14 +317,14 @@ fn ask_mode_is_refused_with_a_clear_message() {
     assert!(output.stderr.contains("not available yet"), "{}", output.stderr);
 }
 
-/// `airlock run` flags reaching the loopback upstream as `listed.example.test` and
-/// `new.example.test`, with the base policy file and the given extra flags.
+/// `airlock run` flags reaching the loopback upstream as `allowed.test` and
+/// `other.test`, with the base policy file and the given extra flags.
 fn run_flags(pki: &TestPki, home: &run::RunHome, policies: &[&Path], extra: &[&str]) -> Vec<String> {
     let mut flags: Vec<String> = vec![
         "--resolve".into(),
-        "listed.example.test:127.0.0.1".into(),
+        "allowed.test:127.0.0.1".into(),
         "--resolve".into(),
-        "new.example.test:127.0.0.1".into(),
+        "other.test:127.0.0.1".into(),
         "--upstream-ca".into(),
         pki.upstream_ca_cert.to_string_lossy().into_owned(),
         "--log".into(),
@@ -387,7 +388,7 @@ fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() 
     assert!(
         lines.iter().any(|l| l["would"] == "deny"
             && l["decision"] == "allow"
-            && l["host"] == "new.example.test"
+            && l["host"] == "other.test"
             && l["reason"] == "host_not_allowed"),
         "{lines:?}"
     );
