@@ -137,11 +137,14 @@ fn a_report_mode_line_says_would_deny_after_the_decision() {
     log.record(example_http_event());
     log.flush();
     let lines = read_lines(&path);
-    assert_eq!(&keys(&lines[0])[..5], ["ts", "kind", "decision", "would", "rule"]);
+    assert_eq!(
+        &keys(&lines[0])[..5],
+        ["ts", "kind", "decision", "would", "rule"]
+    );
     assert!(
-        lines[0]
-            .raw
-            .contains(r#""decision":"allow","would":"deny","rule":null,"reason":"host_not_allowed""#),
+        lines[0].raw.contains(
+            r#""decision":"allow","would":"deny","rule":null,"reason":"host_not_allowed""#
+        ),
         "{}",
         lines[0].raw
     );

@@ -65,10 +65,7 @@ impl Mode {
                 passthrough: tunnel.passthrough,
                 would: Some(reason),
             },
-            None => TunnelDecision {
-                decision,
-                ..tunnel
-            },
+            None => TunnelDecision { decision, ..tunnel },
         }
     }
 }
@@ -163,7 +160,10 @@ mod tests {
         let relaxed = Mode::Report.apply_tunnel(&host(), refused.clone());
         assert!(relaxed.decision.is_allow() && relaxed.raw_tcp_allowed);
         assert_eq!(relaxed.would, Some(Reason::HostNotAllowed));
-        assert_eq!(Mode::Enforce.apply_tunnel(&host(), refused.clone()), refused);
+        assert_eq!(
+            Mode::Enforce.apply_tunnel(&host(), refused.clone()),
+            refused
+        );
         let denied = TunnelDecision {
             decision: Decision::deny(Reason::DeniedByRule, Some("network.deny[0]".into())),
             ..refused

@@ -96,7 +96,9 @@ fn string<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 }
 
 fn reason_named(name: &str) -> Option<Reason> {
-    Reason::ALL.into_iter().find(|reason| reason.as_str() == name)
+    Reason::ALL
+        .into_iter()
+        .find(|reason| reason.as_str() == name)
 }
 
 fn host_of(object: &Map<String, Value>) -> Result<Host, String> {
@@ -336,15 +338,22 @@ pub fn generalise(paths: &BTreeSet<String>) -> Option<Vec<String>> {
 /// them; when it is not, it stops before each path's last segment (`/simple/a/`,
 /// `/simple/b/` → `/simple`), so that `PREFIX/**` covers every path.
 fn common_prefix(paths: &[&str]) -> (String, bool) {
-    let segments: Vec<Vec<&str>> = paths.iter().map(|path| path[1..].split('/').collect()).collect();
+    let segments: Vec<Vec<&str>> = paths
+        .iter()
+        .map(|path| path[1..].split('/').collect())
+        .collect();
     let mut common = segments[0].clone();
     for other in &segments[1..] {
         let shared = common.iter().zip(other).take_while(|(a, b)| a == b).count();
         common.truncate(shared);
     }
-    let is_path = segments.iter().any(|path| *path == common);
+    let is_path = segments.contains(&common);
     if !is_path {
-        let shortest_parent = segments.iter().map(|path| path.len() - 1).min().unwrap_or(0);
+        let shortest_parent = segments
+            .iter()
+            .map(|path| path.len() - 1)
+            .min()
+            .unwrap_or(0);
         common.truncate(shortest_parent);
     }
     (format!("/{}", common.join("/")), is_path)
@@ -354,12 +363,15 @@ fn common_prefix(paths: &[&str]) -> (String, bool) {
 /// backslash, a NUL, a `.` or `..` segment or a percent escape. Such a path can never be
 /// allowed by a path rule (docs/policy.md, "Canonical path"), so no glob is made for it.
 fn looks_unsafe(path: &str) -> bool {
-    let escaped = path.as_bytes().windows(3).any(|w| {
-        w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit()
-    });
+    let escaped = path
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
     escaped
         || path.contains(['\\', '\0'])
-        || path.split('/').any(|segment| segment == "." || segment == "..")
+        || path
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
 }
 
 /// A path as a glob matching exactly it: glob metacharacters in brackets.
@@ -440,7 +452,11 @@ fn quoted(text: &str) -> String {
 }
 
 fn list(items: &[String]) -> String {
-    items.iter().map(|item| quoted(item)).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|item| quoted(item))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -450,8 +466,14 @@ mod tests {
     #[test]
     fn common_prefix_stops_before_the_last_segment() {
         let prefix = |paths: &[&str]| common_prefix(paths);
-        assert_eq!(prefix(&["/simple/a/", "/simple/b/"]), ("/simple".to_owned(), false));
-        assert_eq!(prefix(&["/r/a/x", "/r/a/y", "/r/a/z"]), ("/r/a".to_owned(), false));
+        assert_eq!(
+            prefix(&["/simple/a/", "/simple/b/"]),
+            ("/simple".to_owned(), false)
+        );
+        assert_eq!(
+            prefix(&["/r/a/x", "/r/a/y", "/r/a/z"]),
+            ("/r/a".to_owned(), false)
+        );
         assert_eq!(prefix(&["/r/x", "/r/a/y"]), ("/r".to_owned(), false));
         assert_eq!(prefix(&["/r/a", "/r/a/y"]), ("/r/a".to_owned(), true));
         assert_eq!(prefix(&["/r/a/", "/r/a/b"]), ("/r/a".to_owned(), false));

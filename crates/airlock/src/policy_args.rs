@@ -136,7 +136,8 @@ impl PolicyArgs {
 
 /// Parses `--mode`: `enforce` or `report` (`ask` is refused with a clear message).
 pub fn parse_mode(text: &str) -> Result<airlock_policy::mode::Mode, String> {
-    text.parse().map_err(|e: airlock_policy::mode::ModeError| e.to_string())
+    text.parse()
+        .map_err(|e: airlock_policy::mode::ModeError| e.to_string())
 }
 
 /// Says on stderr what report mode does (nothing in enforce mode).

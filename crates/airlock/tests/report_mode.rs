@@ -102,7 +102,12 @@ fn suggest_into(dir: &Path, base: &Path, log: &Path) -> (PathBuf, String) {
     let path = dir.join("suggested.yaml");
     std::fs::write(&path, &yaml).expect("write suggestion");
     let check = airlock(&["policy", "check", path.to_str().expect("utf-8")]);
-    assert_eq!(exit(&check), 0, "the suggestion must be valid: {}\n{yaml}", check.stderr);
+    assert_eq!(
+        exit(&check),
+        0,
+        "the suggestion must be valid: {}\n{yaml}",
+        check.stderr
+    );
     (path, yaml)
 }
 
@@ -125,7 +130,10 @@ fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
     for (method, host, path, reason) in cases {
         let url = format!("https://{host}:{port}{path}");
         let response = send(&proxy, &pki, method, &url);
-        assert_eq!(response.status, 200, "{method} {url} passes in report mode: {response:?}");
+        assert_eq!(
+            response.status, 200,
+            "{method} {url} passes in report mode: {response:?}"
+        );
         let line = proxy.audit_line_where(&format!("for {method} {host}{path}"), |l| {
             l["method"] == method && l["host"] == host && l["path"] == path
         });
@@ -137,21 +145,37 @@ fn report_mode_lets_host_method_and_path_refusals_through_with_would_deny() {
     }
     assert_eq!(upstream.hit_count(), 3, "{:?}", upstream.hits());
     // What the policy allows is logged as before, without `would`.
-    let ok = send(&proxy, &pki, "GET", &format!("https://allowed.test:{port}/ok"));
+    let ok = send(
+        &proxy,
+        &pki,
+        "GET",
+        &format!("https://allowed.test:{port}/ok"),
+    );
     assert_eq!(ok.status, 200, "{ok:?}");
-    let line = proxy.audit_line_where("for GET /ok", |l| l["path"] == "/ok" && l["method"] == "GET");
+    let line = proxy.audit_line_where("for GET /ok", |l| {
+        l["path"] == "/ok" && l["method"] == "GET"
+    });
     assert_eq!(line["decision"], "allow", "{line}");
     assert!(line.get("would").is_none(), "{line}");
     assert!(line.get("reason").is_none(), "{line}");
 
     // The same request under the default mode is refused.
     let enforcing = proxy_enforcing(&pki, port);
-    let refused = send(&enforcing, &pki, "GET", &format!("https://other.test:{port}/simple/x/"));
+    let refused = send(
+        &enforcing,
+        &pki,
+        "GET",
+        &format!("https://other.test:{port}/simple/x/"),
+    );
     assert!(
         refused.status == 403 || refused.connect_status == 403,
         "enforce mode refuses: {refused:?}"
     );
-    assert!(!enforcing.stderr().contains("report mode"), "{}", enforcing.stderr());
+    assert!(
+        !enforcing.stderr().contains("report mode"),
+        "{}",
+        enforcing.stderr()
+    );
 }
 
 fn proxy_enforcing(pki: &TestPki, port: u16) -> Proxy {
@@ -172,7 +196,11 @@ fn report_mode_still_refuses_credentials_private_addresses_and_deny_rules() {
     let url = format!("https://other.test:{port}/exfil");
     let response = curl_get(&proxy, &pki, &url, &[&auth]);
     assert_eq!(response.status, 403, "{response:?}");
-    assert_eq!(response.json()["reason"], "secret_out_of_scope", "{response:?}");
+    assert_eq!(
+        response.json()["reason"],
+        "secret_out_of_scope",
+        "{response:?}"
+    );
     let line = proxy.audit_line_where("for /exfil", |l| l["path"] == "/exfil");
     assert_eq!(line["decision"], "deny", "{line}");
     assert_eq!(line["reason"], "secret_out_of_scope", "{line}");
@@ -205,10 +233,16 @@ fn report_mode_still_refuses_credentials_private_addresses_and_deny_rules() {
     assert_eq!(response.status, 200, "{response:?}");
     let hits = upstream.hits();
     assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].header_values("authorization"), vec![format!("Bearer {REAL}")]);
+    assert_eq!(
+        hits[0].header_values("authorization"),
+        vec![format!("Bearer {REAL}")]
+    );
     assert!(!String::from_utf8_lossy(&response.body).contains(REAL));
     let line = proxy.audit_line_where("for /echo/own", |l| l["path"] == "/echo/own");
-    assert_eq!(line["would"], "deny", "path_not_allowed, let through: {line}");
+    assert_eq!(
+        line["would"], "deny",
+        "path_not_allowed, let through: {line}"
+    );
     assert_eq!(line["secrets"], serde_json::json!(["LLM_KEY"]), "{line}");
     assert!(!proxy.audit_log_text().contains(REAL));
 }
@@ -224,24 +258,55 @@ fn report_then_suggest_then_enforce_passes_the_same_traffic() {
 
     let mut report = proxy(&pki, port, Some("report")).start();
     for (method, host, path) in TRAFFIC {
-        let response = send(&report, &pki, method, &format!("https://{host}:{port}{path}"));
-        assert_eq!(response.status, 200, "report: {method} {host}{path}: {response:?}");
+        let response = send(
+            &report,
+            &pki,
+            method,
+            &format!("https://{host}:{port}{path}"),
+        );
+        assert_eq!(
+            response.status, 200,
+            "report: {method} {host}{path}: {response:?}"
+        );
     }
-    let private = curl(&report, &pki, &CurlRequest::get(&format!("https://127.0.0.1:{port}/p")));
+    let private = curl(
+        &report,
+        &pki,
+        &CurlRequest::get(&format!("https://127.0.0.1:{port}/p")),
+    );
     assert_eq!(private.status, 403, "{private:?}");
     report.audit(TRAFFIC.len() + 1);
-    assert!(report.terminate(Duration::from_secs(10)).is_some(), "the proxy stops");
+    assert!(
+        report.terminate(Duration::from_secs(10)).is_some(),
+        "the proxy stops"
+    );
     let log = work.path().join("report.jsonl");
     std::fs::copy(report.audit_log_path(), &log).expect("keep the log");
-    let would = lines_of(&log).iter().filter(|l| l["would"] == "deny").count();
-    assert_eq!(would, TRAFFIC.len() - 1, "every request but GET /ok would be refused");
+    let would = lines_of(&log)
+        .iter()
+        .filter(|l| l["would"] == "deny")
+        .count();
+    assert_eq!(
+        would,
+        TRAFFIC.len() - 1,
+        "every request but GET /ok would be refused"
+    );
 
     let (suggested, yaml) = suggest_into(work.path(), &base, &log);
-    assert!(yaml.contains("\"/simple/**\""), "shared prefix generalised: {yaml}");
+    assert!(
+        yaml.contains("\"/simple/**\""),
+        "shared prefix generalised: {yaml}"
+    );
     assert!(yaml.contains(&format!("ports: [{port}]")), "{yaml}");
-    assert!(!yaml.contains("- host: \"127.0.0.1\""), "never a private address: {yaml}");
+    assert!(
+        !yaml.contains("- host: \"127.0.0.1\""),
+        "never a private address: {yaml}"
+    );
     assert!(yaml.contains("# not suggested: 127.0.0.1"), "{yaml}");
-    assert!(yaml.contains("request(s): host_not_allowed 4"), "counts: {yaml}");
+    assert!(
+        yaml.contains("request(s): host_not_allowed 4"),
+        "counts: {yaml}"
+    );
 
     let mut enforce = ProxyBuilder::new(&pki)
         .policy(&base_policy(port))
@@ -251,14 +316,25 @@ fn report_then_suggest_then_enforce_passes_the_same_traffic() {
         .resolve_loopback("other.test")
         .start();
     for (method, host, path) in TRAFFIC {
-        let response = send(&enforce, &pki, method, &format!("https://{host}:{port}{path}"));
-        assert_eq!(response.status, 200, "enforce: {method} {host}{path}: {response:?}\n{yaml}");
+        let response = send(
+            &enforce,
+            &pki,
+            method,
+            &format!("https://{host}:{port}{path}"),
+        );
+        assert_eq!(
+            response.status, 200,
+            "enforce: {method} {host}{path}: {response:?}\n{yaml}"
+        );
     }
     // The suggestion is narrow: other paths and methods stay refused.
     for (method, path) in [("GET", "/packages/x.whl"), ("PUT", "/simple/x/")] {
         let url = format!("https://other.test:{port}{path}");
         let response = send(&enforce, &pki, method, &url);
-        assert_eq!(response.status, 403, "{method} {path} stays refused: {response:?}\n{yaml}");
+        assert_eq!(
+            response.status, 403,
+            "{method} {path} stays refused: {response:?}\n{yaml}"
+        );
     }
     enforce.audit(TRAFFIC.len() + 2);
     assert!(enforce.terminate(Duration::from_secs(10)).is_some());
@@ -278,7 +354,11 @@ fn report_then_suggest_then_enforce_passes_the_same_traffic() {
         log.to_str().expect("utf-8"),
     ]);
     assert_eq!(exit(&again), 0, "{}", again.stderr);
-    assert!(stdout(&again).contains("nothing to suggest"), "{}", stdout(&again));
+    assert!(
+        stdout(&again).contains("nothing to suggest"),
+        "{}",
+        stdout(&again)
+    );
 }
 
 #[test]
@@ -290,13 +370,21 @@ fn suggest_names_the_file_and_line_of_bad_input() {
     let path = log.to_str().expect("utf-8");
     let output = airlock(&["policy", "suggest", path]);
     assert_eq!(exit(&output), 1, "{}", output.stderr);
-    assert!(output.stderr.contains(&format!("{path}:2:")), "{}", output.stderr);
+    assert!(
+        output.stderr.contains(&format!("{path}:2:")),
+        "{}",
+        output.stderr
+    );
     assert!(output.stdout.is_empty(), "no half suggestion on stdout");
 
     let missing = work.path().join("missing.jsonl");
     let output = airlock(&["policy", "suggest", missing.to_str().expect("utf-8")]);
     assert_eq!(exit(&output), 1, "{}", output.stderr);
-    assert!(output.stderr.contains("missing.jsonl: cannot read"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("missing.jsonl: cannot read"),
+        "{}",
+        output.stderr
+    );
 
     let output = airlock(&["policy", "suggest"]);
     assert_eq!(exit(&output), 2, "usage error: {}", output.stderr);
@@ -304,22 +392,39 @@ fn suggest_names_the_file_and_line_of_bad_input() {
     std::fs::write(&log, format!("{good}\n")).expect("write log");
     let output = airlock(&["policy", "suggest", path]);
     assert_eq!(exit(&output), 0, "{}", output.stderr);
-    assert!(stdout(&output).contains("- host: \"a.example.test\""), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("- host: \"a.example.test\""),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
 fn ask_mode_is_refused_with_a_clear_message() {
     let output = airlock(&["proxy", "--mode", "ask", "--listen", "127.0.0.1:0"]);
     assert_eq!(exit(&output), 2, "{}", output.stderr);
-    assert!(output.stderr.contains("not available yet"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("not available yet"),
+        "{}",
+        output.stderr
+    );
     let output = airlock(&["run", "--mode", "ask", "--", "true"]);
     assert_eq!(exit(&output), 125, "{}", output.stderr);
-    assert!(output.stderr.contains("not available yet"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("not available yet"),
+        "{}",
+        output.stderr
+    );
 }
 
 /// `airlock run` flags reaching the loopback upstream as `allowed.test` and
 /// `other.test`, with the base policy file and the given extra flags.
-fn run_flags(pki: &TestPki, home: &run::RunHome, policies: &[&Path], extra: &[&str]) -> Vec<String> {
+fn run_flags(
+    pki: &TestPki,
+    home: &run::RunHome,
+    policies: &[&Path],
+    extra: &[&str],
+) -> Vec<String> {
     let mut flags: Vec<String> = vec![
         "--resolve".into(),
         "allowed.test:127.0.0.1".into(),
@@ -360,7 +465,9 @@ fn run_traffic(home: &run::RunHome, flags: &[String], port: u16) -> (Vec<String>
 
 #[test]
 fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() {
-    if !run::namespaces_available("a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with") {
+    if !run::namespaces_available(
+        "a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with",
+    ) {
         return;
     }
     support::need_all(&["curl"]);
@@ -372,16 +479,30 @@ fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() 
     std::fs::write(&base, base_policy(port)).expect("write base");
 
     let enforce_home = run::RunHome::new();
-    let (statuses, _) = run_traffic(&enforce_home, &run_flags(&pki, &enforce_home, &[&base], &[]), port);
-    assert_eq!(statuses.iter().filter(|s| *s == "403").count(), TRAFFIC.len() - 1, "{statuses:?}");
+    let (statuses, _) = run_traffic(
+        &enforce_home,
+        &run_flags(&pki, &enforce_home, &[&base], &[]),
+        port,
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "403").count(),
+        TRAFFIC.len() - 1,
+        "{statuses:?}"
+    );
 
     let report_home = run::RunHome::new();
     let flags = run_flags(&pki, &report_home, &[&base], &["--mode", "report"]);
     let (statuses, stderr) = run_traffic(&report_home, &flags, port);
-    assert!(statuses.iter().all(|s| s == "200"), "report run: {statuses:?}\n{stderr}");
+    assert!(
+        statuses.iter().all(|s| s == "200"),
+        "report run: {statuses:?}\n{stderr}"
+    );
     assert!(stderr.contains("airlock: report mode:"), "{stderr}");
     assert!(
-        stderr.contains(&format!("{} requests would have been refused", TRAFFIC.len() - 1)),
+        stderr.contains(&format!(
+            "{} requests would have been refused",
+            TRAFFIC.len() - 1
+        )),
         "summary: {stderr}"
     );
     let lines = report_home.audit_lines();
@@ -397,6 +518,9 @@ fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() 
     let after_home = run::RunHome::new();
     let flags = run_flags(&pki, &after_home, &[&base, &suggested], &[]);
     let (statuses, stderr) = run_traffic(&after_home, &flags, port);
-    assert!(statuses.iter().all(|s| s == "200"), "enforce with the suggestion: {statuses:?}\n{stderr}\n{yaml}");
+    assert!(
+        statuses.iter().all(|s| s == "200"),
+        "enforce with the suggestion: {statuses:?}\n{stderr}\n{yaml}"
+    );
     assert!(!stderr.contains("refused"), "{stderr}");
 }
