@@ -4,8 +4,9 @@
 //!
 //! - `--mode report` lets through what is refused only for host, method or path, and its
 //!   audit line says `"decision":"allow","would":"deny"` with the reason;
-//! - it still refuses a surrogate sent to the wrong host, a private address and a deny
-//!   rule;
+//! - it still refuses a surrogate sent to the wrong host, a private address, a deny rule
+//!   and a JSON body guard; a raw TCP tunnel to an unlisted host is relayed with a `tcp`
+//!   line that says `"would":"deny"`;
 //! - round trip: a report run, `policy suggest` on its log, and an enforce run with the
 //!   suggestion pass the same traffic (and the suggestion passes `policy check`); both
 //!   with `airlock proxy` and with `airlock run` in its jail;
@@ -523,4 +524,90 @@ fn a_report_run_in_the_jail_suggests_a_policy_that_an_enforce_run_passes_with() 
         "enforce with the suggestion: {statuses:?}\n{stderr}\n{yaml}"
     );
     assert!(!stderr.contains("refused"), "{stderr}");
+}
+
+#[test]
+fn report_mode_keeps_json_body_guards() {
+    support::need_all(&["python3"]);
+    let pki = TestPki::new();
+    let server = support::fixture_server::FixtureServer::body_echo(&pki);
+    let proxy = ProxyBuilder::new(&pki)
+        .json_deny_guards(server.port)
+        .resolve_loopback("localhost")
+        .arg("--mode")
+        .arg("report")
+        .start();
+    let body = r#"{"tools":[{"type":"web_search"}]}"#;
+    let guarded = format!("https://allowed.test:{}/v1/responses", server.port);
+    let response = support::clients::curl_post_json(&proxy, &pki, &guarded, body, &[]);
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "denied_by_rule", "{response:?}");
+    assert_eq!(server.hits(), 0, "{:?}", server.hit_lines());
+    // A host the policy does not list has no guard: report mode lets it through.
+    let unlisted = format!("https://localhost:{}/v1/responses", server.port);
+    let response = support::clients::curl_post_json(&proxy, &pki, &unlisted, body, &[]);
+    assert_eq!(response.status, 200, "{response:?}");
+    let line = proxy.audit_line_where("for localhost", |l| l["host"] == "localhost");
+    assert_eq!(line["would"], "deny", "{line}");
+    assert_eq!(line["reason"], "host_not_allowed", "{line}");
+}
+
+/// Opens a CONNECT tunnel to `target` through `proxy` and returns the proxy's answer line;
+/// on 200, sends `bytes` through it and waits (bounded) for the tunnel to end.
+fn raw_tunnel(proxy: &Proxy, target: &str, bytes: &[u8]) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        stream,
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"
+    )
+    .expect("send CONNECT");
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status line");
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    if status.contains(" 200") {
+        stream.write_all(bytes).expect("send bytes");
+        let mut rest = Vec::new();
+        let _ = reader.read_to_end(&mut rest);
+    }
+    status
+}
+
+#[test]
+fn report_mode_relays_raw_tcp_to_an_unlisted_host_with_a_would_deny_line() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let target = format!("other.test:{port}");
+    let enforcing = proxy(&pki, port, None).start();
+    let status = raw_tunnel(&enforcing, &target, b"");
+    assert!(
+        status.contains(" 403"),
+        "enforce refuses the CONNECT: {status}"
+    );
+    upstream.assert_untouched("enforce mode");
+
+    let report = proxy(&pki, port, Some("report")).start();
+    let status = raw_tunnel(&report, &target, b"\x00\x01not http, not tls\r\n");
+    assert!(
+        status.contains(" 200"),
+        "report mode opens the tunnel: {status}"
+    );
+    let line = report.audit_line_where("tcp to other.test", |l| {
+        l["kind"] == "tcp" && l["host"] == "other.test"
+    });
+    assert_eq!(line["decision"], "allow", "{line}");
+    assert_eq!(line["would"], "deny", "{line}");
+    assert_eq!(line["reason"], "host_not_allowed", "{line}");
+    assert!(
+        upstream.connections() >= 1,
+        "the bytes were relayed to the upstream"
+    );
 }
