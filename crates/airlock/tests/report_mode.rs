@@ -9,11 +9,14 @@
 //!   line that says `"would":"deny"`;
 //! - round trip: a report run, `policy suggest` on its log, and an enforce run with the
 //!   suggestion pass the same traffic (and the suggestion passes `policy check`); both
-//!   with `airlock proxy` and with `airlock run` in its jail;
+//!   with `airlock proxy` and with `airlock run` in its jail; `sandbox create --mode
+//!   report` logs would-deny lines too;
 //! - `policy suggest` on bad input names `FILE:LINE` and exits 1; `--mode ask` is refused.
 
 #[path = "support/run.rs"]
 mod run;
+#[path = "support/sandbox.rs"]
+mod sandbox;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -610,4 +613,48 @@ fn report_mode_relays_raw_tcp_to_an_unlisted_host_with_a_would_deny_line() {
         upstream.connections() >= 1,
         "the bytes were relayed to the upstream"
     );
+}
+
+#[test]
+fn a_sandbox_created_in_report_mode_lets_an_unlisted_host_through() {
+    if !run::namespaces_available("a_sandbox_created_in_report_mode_lets_an_unlisted_host_through")
+    {
+        return;
+    }
+    support::need_all(&["curl"]);
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let home = sandbox::SandboxHome::new();
+    let ca = pki.upstream_ca_cert.to_string_lossy().into_owned();
+    let allow = format!("allowed.test:{port}");
+    let output = home.run(&[
+        "create",
+        "learn",
+        "--resolve",
+        "other.test:127.0.0.1",
+        "--upstream-ca",
+        &ca,
+        "--allow",
+        &allow,
+        "--mode",
+        "report",
+    ]);
+    assert_eq!(sandbox::status(&output), 0, "create: {}", output.stderr);
+    assert!(output.stderr.contains("report mode"), "{}", output.stderr);
+    let script = format!(
+        "curl -sS -o /dev/null -w '%{{http_code}}\\n' --max-time 20 https://other.test:{port}/learned"
+    );
+    let exec = home.exec_json("learn", &script);
+    assert_eq!(exec.stdout, ["200"], "{exec:?}");
+    let audit = home.audit_text("learn");
+    let line = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["path"] == "/learned")
+        .unwrap_or_else(|| panic!("no line for /learned: {audit}"));
+    assert_eq!(line["decision"], "allow", "{line}");
+    assert_eq!(line["would"], "deny", "{line}");
+    assert_eq!(line["reason"], "host_not_allowed", "{line}");
+    home.must(&["rm", "learn"]);
 }
