@@ -5,7 +5,7 @@
 //! - `--mode report` lets through what is refused only for host, method or path, and its
 //!   audit line says `"decision":"allow","would":"deny"` with the reason;
 //! - it still refuses a surrogate sent to the wrong host, a private address, a deny rule
-//!   and a JSON body guard; a raw TCP tunnel to an unlisted host is relayed with a `tcp`
+//!   a JSON body guard and an MCP tool rule; a raw TCP tunnel to an unlisted host is relayed with a `tcp`
 //!   line that says `"would":"deny"`;
 //! - round trip: a report run, `policy suggest` on its log, and an enforce run with the
 //!   suggestion pass the same traffic (and the suggestion passes `policy check`); both
@@ -657,4 +657,61 @@ fn a_sandbox_created_in_report_mode_lets_an_unlisted_host_through() {
     assert_eq!(line["would"], "deny", "{line}");
     assert_eq!(line["reason"], "host_not_allowed", "{line}");
     home.must(&["rm", "learn"]);
+}
+
+fn tool_call(id: u32, name: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+    )
+}
+
+#[test]
+fn report_mode_keeps_mcp_tool_rules_on_a_relaxed_request() {
+    support::need_all(&["python3"]);
+    let pki = TestPki::new();
+    let server = support::fixture_server::FixtureServer::mcp(&pki);
+    // POST is not allowed on the MCP host: report mode lets it through, the tool rule
+    // still decides each call.
+    let yaml = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n      methods: [GET]\n\
+         mcp:\n  - host: localhost\n    path: /mcp\n    tools: {{deny: [run_command]}}\n",
+        port = server.port
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&yaml)
+        .resolve_loopback("localhost")
+        .arg("--mode")
+        .arg("report")
+        .start();
+    let url = format!("https://localhost:{}/mcp", server.port);
+    let post = |body: &str| support::clients::curl_post_json(&proxy, &pki, &url, body, &[]);
+
+    let denied = post(&tool_call(1, "run_command"));
+    assert_eq!(denied.status, 200, "{denied:?}");
+    let answer = denied.json();
+    assert_eq!(
+        answer["error"]["data"]["reason"], "mcp_tool_denied",
+        "{answer}"
+    );
+    assert!(
+        !server.hit_lines().join("\n").contains("run_command"),
+        "a denied call never reaches the server: {:?}",
+        server.hit_lines()
+    );
+    let line = proxy.audit_line_where("mcp deny", |l| l["kind"] == "mcp");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["reason"], "mcp_tool_denied", "{line}");
+
+    let allowed = post(&tool_call(2, "read_file"));
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    assert!(
+        allowed.json().get("error").is_none(),
+        "{:?}",
+        allowed.json()
+    );
+    let line = proxy.audit_line_where("the relaxed POST", |l| {
+        l["kind"] == "http" && l["method"] == "POST" && l["status"] == 200
+    });
+    assert_eq!(line["would"], "deny", "{line}");
+    assert_eq!(line["reason"], "method_not_allowed", "{line}");
 }
