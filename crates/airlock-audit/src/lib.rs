@@ -11,9 +11,11 @@
 //!
 //! Keys appear in this order. `ts`, `kind`, `decision` and `rule` (`null` when no rule
 //! decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
-//! lines (`[]` when none); every other key is written only when known:
+//! lines (`[]` when none); every other key is written only when known. `would` (always
+//! `deny`) marks a line that report mode let through although the policy refuses it; its
+//! `reason` is the refusal it would have had:
 //!
-//! `ts kind decision rule reason method scheme host port path query status bytes_up
+//! `ts kind decision would rule reason method scheme host port path query status bytes_up
 //! bytes_down ms secrets conn name qtype tool form credential message`
 //!
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
@@ -77,6 +79,9 @@ pub struct AuditEvent {
     pub kind: Kind,
     /// Allowed or refused.
     pub decision: Decision,
+    /// `Some("deny")` when report mode let through what the policy refuses (`reason`
+    /// says why it would have been refused).
+    pub would: Option<&'static str>,
     /// The rule id that decided (`network.allow[0]`), if any.
     pub rule: Option<String>,
     /// The refusal reason (`host_not_allowed`, ...).
@@ -384,6 +389,8 @@ struct Line<'a> {
     ts: &'a str,
     kind: Kind,
     decision: Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    would: Option<&'static str>,
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
@@ -432,6 +439,7 @@ impl<'a> Line<'a> {
             ts,
             kind: event.kind,
             decision: event.decision,
+            would: event.would,
             rule: event.rule.as_deref(),
             reason: event.reason,
             method: event.method.as_deref(),

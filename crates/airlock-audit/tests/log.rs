@@ -124,6 +124,34 @@ fn http_line_has_the_contract_keys_in_order() {
 }
 
 #[test]
+fn a_report_mode_line_says_would_deny_after_the_decision() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.to_str().expect("utf-8 path")).expect("open");
+    log.record(AuditEvent {
+        would: Some("deny"),
+        rule: None,
+        reason: Some("host_not_allowed"),
+        ..example_http_event()
+    });
+    log.record(example_http_event());
+    log.flush();
+    let lines = read_lines(&path);
+    assert_eq!(
+        &keys(&lines[0])[..5],
+        ["ts", "kind", "decision", "would", "rule"]
+    );
+    assert!(
+        lines[0].raw.contains(
+            r#""decision":"allow","would":"deny","rule":null,"reason":"host_not_allowed""#
+        ),
+        "{}",
+        lines[0].raw
+    );
+    assert!(!lines[1].raw.contains("would"), "{}", lines[1].raw);
+}
+
+#[test]
 fn deny_line_carries_reason_null_rule_and_redacted_query() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("audit.jsonl");

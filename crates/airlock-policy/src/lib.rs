@@ -13,6 +13,8 @@
 //! 5. [`matcher::CompiledPolicy::decide`] answers with a [`decision::Decision`];
 //!    [`matcher::CompiledPolicy::route`] maps a request to [`route::ROUTE_HOST`] onto its
 //!    route's upstream.
+//! 6. [`mode::Mode`] applies `--mode report` to a decision; [`suggest`] turns audit lines
+//!    of refusals into the `network.allow` entries that would have allowed them.
 
 #![forbid(unsafe_code)]
 
@@ -24,12 +26,14 @@ pub mod import;
 pub mod json_deny;
 pub mod load;
 pub mod matcher;
+pub mod mode;
 pub mod model;
 pub mod net;
 pub mod presets;
 pub mod providers;
 pub mod route;
 pub mod rule;
+pub mod suggest;
 
 pub use canonical::{CanonicalRequest, Host};
 pub use decision::{Decision, Explanation, Reason, Verdict};

@@ -135,6 +135,9 @@ pub struct TunnelDecision {
     /// Whether the host is `tls_passthrough` (decided by the same policy snapshot, so that
     /// a policy swapped mid-connection cannot split the two answers).
     pub passthrough: bool,
+    /// The refusal report mode set aside ([`crate::mode::Mode::apply_tunnel`]); `None`
+    /// as decided.
+    pub would: Option<Reason>,
 }
 
 /// One network rule in matching form.
@@ -650,6 +653,7 @@ impl CompiledPolicy {
                 ),
                 raw_tcp_allowed: false,
                 passthrough: self.is_passthrough(host),
+                would: None,
             };
         }
         let mut allowed: Option<usize> = None;
@@ -666,11 +670,13 @@ impl CompiledPolicy {
                 decision: Decision::allow(self.policy.network.allow[index].id.clone()),
                 raw_tcp_allowed,
                 passthrough: self.is_passthrough(host),
+                would: None,
             },
             None => TunnelDecision {
                 decision: Decision::deny(Reason::HostNotAllowed, None),
                 raw_tcp_allowed: false,
                 passthrough: self.is_passthrough(host),
+                would: None,
             },
         }
     }

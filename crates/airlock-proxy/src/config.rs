@@ -11,6 +11,7 @@ use std::time::Duration;
 use airlock_audit::AuditLog;
 use airlock_credentials::Credentials;
 use airlock_policy::CompiledPolicy;
+use airlock_policy::mode::Mode;
 use arc_swap::ArcSwap;
 
 use crate::ca::CertificateAuthority;
@@ -83,11 +84,14 @@ pub struct ProxyConfig {
     pub limits: Limits,
     /// Where refused tunnels are answered.
     pub tunnel_refusal: TunnelRefusal,
+    /// `enforce`, or `report`: what is refused only for host, method or path passes and is
+    /// logged as a would-be refusal.
+    pub mode: Mode,
 }
 
 impl ProxyConfig {
-    /// A configuration with no address pins, no extra upstream CA, default limits and
-    /// refused tunnels answered on the CONNECT.
+    /// A configuration with no address pins, no extra upstream CA, default limits,
+    /// refused tunnels answered on the CONNECT, in enforce mode.
     pub fn new(
         policy: CompiledPolicy,
         ca: CertificateAuthority,
@@ -103,6 +107,7 @@ impl ProxyConfig {
             upstream_cas: Vec::new(),
             limits: Limits::default(),
             tunnel_refusal: TunnelRefusal::OnConnect,
+            mode: Mode::Enforce,
         }
     }
 }

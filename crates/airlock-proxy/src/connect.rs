@@ -36,7 +36,9 @@ pub(crate) fn handle(
         }
     };
     let shared = &context.shared;
-    let tunnel = shared.policy.load().decide_tunnel(&host, port);
+    let tunnel = shared
+        .mode
+        .apply_tunnel(&host, shared.policy.load().decide_tunnel(&host, port));
     if !tunnel.decision.is_allow() && shared.tunnel_refusal == TunnelRefusal::OnConnect {
         return refuse_connect(context, tunnel.decision, host.to_string(), port);
     }

@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicU64;
 use airlock_audit::AuditLog;
 use airlock_credentials::Credentials;
 use airlock_policy::CompiledPolicy;
+use airlock_policy::mode::Mode;
 use arc_swap::ArcSwap;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) http_any: auto::Builder<TokioExecutor>,
     pub(crate) limits: Limits,
     pub(crate) tunnel_refusal: TunnelRefusal,
+    /// Enforce, or report (decisions relaxed by [`Mode::apply`]).
+    pub(crate) mode: Mode,
     pub(crate) next_conn: AtomicU64,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The HTTP service of every intercepted connection and tunnel (`forward::serve`,

@@ -131,6 +131,9 @@ pub(crate) async fn serve(
         decision,
         route_secret,
     } = decide(&policy, destination, canonical, path_and_query);
+    // Report mode: a refusal for host, method or path only is let through and logged as
+    // a would-be refusal; every later check (credentials, body, MCP, address) still holds.
+    let (decision, would) = shared.mode.apply(&canonical.host, decision);
     let body_guards = policy.body_guards(&canonical);
     let CanonicalRequest {
         method,
@@ -194,6 +197,7 @@ pub(crate) async fn serve(
     let mut line = Line::new(LineKind::Http, host_text, port, context.id);
     line.allowed = true;
     line.rule = decision.rule;
+    line.would = would;
     line.method = Some(method);
     line.scheme = Some(destination.scheme);
     line.path = Some(path);
@@ -462,6 +466,7 @@ fn refuse_line(context: &ConnContext, decision: Decision, mut line: Line) -> Res
     }
     .response();
     line.allowed = false;
+    line.would = None;
     line.secrets.clear();
     line.rule = decision.rule;
     line.reason = Some(reason);

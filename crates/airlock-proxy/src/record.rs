@@ -38,6 +38,9 @@ pub struct Line {
     pub rule: Option<String>,
     /// Why it was refused.
     pub reason: Option<Reason>,
+    /// Report mode let it through although the policy refuses it for this reason: written
+    /// as `"would":"deny"` with this `reason` on an `allow` line.
+    pub would: Option<Reason>,
     /// The request was malformed and answered 400: logged with reason `bad_request`.
     pub malformed: bool,
     /// The request method (HTTP and WebSocket lines).
@@ -80,6 +83,7 @@ impl Line {
             allowed: false,
             rule: None,
             reason: None,
+            would: None,
             malformed: false,
             method: None,
             scheme: None,
@@ -115,9 +119,11 @@ impl Line {
         audit.record(AuditEvent {
             kind,
             decision,
+            would: self.would.map(|_| "deny"),
             rule: self.rule,
             reason: self
                 .reason
+                .or(self.would)
                 .map(Reason::as_str)
                 .or(self.malformed.then_some("bad_request")),
             method: self.method,
@@ -225,6 +231,7 @@ impl Exchange {
     pub fn deny(&mut self, decision: Decision) -> &Line {
         let line = &mut self.line;
         line.allowed = false;
+        line.would = None;
         line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
         line.rule = decision.rule;
         line.secrets.clear();
@@ -247,6 +254,7 @@ impl Drop for Exchange {
             // not get through whole, and the line says why.
             let cause = report.cause().unwrap_or(Trip::Surrogate);
             line.allowed = false;
+            line.would = None;
             line.secrets.clear();
             line.reason = Some(cause.reason());
             line.form = cause.finding().and_then(|f| f.form.as_audit());

@@ -77,6 +77,7 @@ impl Proxy {
             upstream_cas,
             limits,
             tunnel_refusal,
+            mode,
         } = config;
         // Defence in depth: no event should hold a real value, and if one ever does, the
         // line is written with `[REDACTED:NAME]` in its place.
@@ -132,6 +133,7 @@ impl Proxy {
             http_any,
             limits,
             tunnel_refusal,
+            mode,
             next_conn: AtomicU64::new(1),
             shutdown: shutdown_rx,
             serve_http: |context, request| Box::pin(forward::serve(context, request)),

@@ -95,7 +95,10 @@ pub(crate) async fn serve(
         }
     };
     let port = redirected.unwrap_or(local).port();
-    let decision = context.shared.policy.load().decide_tunnel(&host, port);
+    let shared = &context.shared;
+    let decision = shared
+        .mode
+        .apply_tunnel(&host, shared.policy.load().decide_tunnel(&host, port));
     tunnel::serve(context, stream, buffer, host, port, decision).await;
 }
 

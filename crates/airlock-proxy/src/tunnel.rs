@@ -335,9 +335,11 @@ async fn raw(
     let started = std::time::Instant::now();
     let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
     line.rule = tunnel.decision.rule.clone();
+    line.would = tunnel.would;
     let mut upstream = match shared.upstream.connect_tcp(&host, port).await {
         Ok(upstream) => upstream,
         Err(DialError::Denied(decision)) => {
+            line.would = None;
             line.rule = decision.rule;
             line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
             line.write(&shared.audit);

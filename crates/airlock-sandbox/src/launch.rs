@@ -58,6 +58,9 @@ pub struct CreateOptions {
     pub branch: Option<String>,
     /// Resource limits.
     pub limits: Limits,
+    /// Report mode (`--mode report`): requests refused only for host, method or path pass
+    /// and are logged as would-be refusals.
+    pub report: bool,
     /// Variables added to the daemon's environment (which is otherwise this process's):
     /// where `--secret` real values are read from, `AIRLOCK_HOME`. The daemon keeps them
     /// in memory only; commands in the sandbox never see them.
@@ -79,6 +82,7 @@ impl CreateOptions {
             repo: None,
             branch: None,
             limits: Limits::default(),
+            report: false,
             daemon_env: Vec::new(),
         }
     }
@@ -121,6 +125,9 @@ impl CreateOptions {
         for ca in &self.upstream_cas {
             args.push("--upstream-ca".into());
             args.push(ca.into());
+        }
+        if self.report {
+            args.extend(["--mode".into(), "report".into()]);
         }
         args.push(self.name.as_str().into());
         args

@@ -14,6 +14,7 @@ mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
 mod policy_reload;
+mod policy_suggest;
 mod proxy_cmd;
 mod rotation;
 // Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
@@ -45,7 +46,7 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run the intercepting proxy as a daemon.
     Proxy(proxy_cmd::ProxyArgs),
-    /// Validate, explain and import policies.
+    /// Validate, explain, import and suggest policies.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
     /// Manage the local CA that signs interception certificates.

@@ -133,3 +133,20 @@ impl PolicyArgs {
         airlock_credentials::Credentials::new(values).map_err(|e| e.to_string())
     }
 }
+
+/// Parses `--mode`: `enforce` or `report` (`ask` is refused with a clear message).
+pub fn parse_mode(text: &str) -> Result<airlock_policy::mode::Mode, String> {
+    text.parse()
+        .map_err(|e: airlock_policy::mode::ModeError| e.to_string())
+}
+
+/// Says on stderr what report mode does (nothing in enforce mode).
+pub fn announce_mode(mode: airlock_policy::mode::Mode) {
+    if mode == airlock_policy::mode::Mode::Report {
+        eprintln!(
+            "airlock: report mode: requests refused only for their host, method or path are \
+             let through and logged with \"would\":\"deny\"; credentials, private addresses, \
+             deny rules, body guards and MCP rules are still enforced"
+        );
+    }
+}

@@ -1,8 +1,10 @@
-//! `airlock policy check|explain|import`: validate policies, explain one decision, and
-//! translate a seed system's file into native YAML.
+//! `airlock policy check|explain|import|suggest`: validate policies, explain one decision,
+//! translate a seed system's file into native YAML, and suggest allow rules from audit
+//! logs (`crate::policy_suggest`).
 //!
 //! Exit statuses (docs/contract.md §2): `check` 0 valid / 1 invalid; `explain` 0 allow / 1
-//! deny / 2 error; `import` 0 / 1 when the file cannot be imported; usage errors 2.
+//! deny / 2 error; `import` 0 / 1 when the file cannot be imported; `suggest` 0 / 1 when an
+//! audit log or base policy cannot be read; usage errors 2.
 
 use std::process::ExitCode;
 
@@ -49,6 +51,16 @@ pub enum PolicyCommand {
         /// The file to import.
         file: String,
     },
+    /// Print the network.allow entries that would have allowed what audit logs show
+    /// refused for host, method or path (or `"would":"deny"` in report mode).
+    Suggest {
+        /// A policy whose allowed requests are left out; repeatable.
+        #[arg(long = "base", value_name = "[FORMAT:]FILE")]
+        base: Vec<String>,
+        /// Audit logs (JSON lines); `-` reads standard input.
+        #[arg(value_name = "AUDIT", required = true)]
+        audits: Vec<String>,
+    },
 }
 
 /// Runs one `airlock policy` subcommand.
@@ -74,6 +86,7 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
             url.as_deref().unwrap_or_default(),
         ),
         PolicyCommand::Import { from, file } => import(from, &file),
+        PolicyCommand::Suggest { base, audits } => crate::policy_suggest::run(&base, &audits),
     }
 }
 

@@ -61,6 +61,10 @@ pub struct ProxyArgs {
     /// A file holding the admin API's bearer token (required on every call when given).
     #[arg(long = "admin-token-file", value_name = "F", requires = "admin")]
     pub admin_token_file: Option<PathBuf>,
+    /// `enforce` refuses what the policy refuses; `report` lets through what is refused
+    /// only for host, method or path and logs it with `"would":"deny"`.
+    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    pub mode: airlock_policy::mode::Mode,
 }
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
@@ -205,6 +209,8 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
         return Err(errors);
     }
     let mut config = ProxyConfig::new(compiled, ca, credentials, audit);
+    config.mode = args.mode;
+    crate::policy_args::announce_mode(args.mode);
     config.resolve = resolve;
     config.upstream_cas = args.upstream_ca.clone();
     if !args.transparent.is_empty() {

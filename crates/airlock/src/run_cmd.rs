@@ -138,6 +138,10 @@ pub struct RunArgs {
     /// Say on stderr how the command is confined (namespaces, filesystem layers).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// `enforce` refuses what the policy refuses; `report` lets through what is refused
+    /// only for host, method or path and logs it with `"would":"deny"`.
+    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    pub mode: airlock_policy::mode::Mode,
     /// The command and its arguments.
     #[arg(
         value_name = "CMD",
@@ -311,6 +315,8 @@ impl Session {
         config.upstream_cas = args.upstream.upstream_ca.clone();
         config.tunnel_refusal = TunnelRefusal::InsideTls;
         config.limits.drain_timeout = DRAIN_TIMEOUT;
+        config.mode = args.mode;
+        crate::policy_args::announce_mode(args.mode);
         let session = Session {
             policy,
             env,
@@ -341,9 +347,19 @@ impl Session {
         let LogTarget::File { path, start } = &self.log else {
             return;
         };
-        let Ok(refusals) = count_refusals(path, *start) else {
+        let Ok(text) = read_from(path, *start) else {
             return;
         };
+        let would = count_would_deny(&text);
+        if would > 0 {
+            eprintln!(
+                "airlock: report mode: {would} {} would have been refused — `airlock policy \
+                 suggest {}` prints allow rules for them",
+                if would == 1 { "request" } else { "requests" },
+                path.display()
+            );
+        }
+        let refusals = count_refusals(&text);
         let total: u64 = refusals.values().sum();
         if total == 0 {
             return;
@@ -394,12 +410,25 @@ fn open_log(dest: Option<&str>, ca_dir: &Path) -> Result<(AuditLog, LogTarget), 
     Ok((audit, LogTarget::File { path, start }))
 }
 
-/// Refusals per host (or DNS name) in the log lines after `start`.
-fn count_refusals(path: &Path, start: u64) -> std::io::Result<BTreeMap<String, u64>> {
+/// The log's text after `start` (this session's lines).
+fn read_from(path: &Path, start: u64) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(start))?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Lines that report mode let through (`"would":"deny"`).
+fn count_would_deny(text: &str) -> usize {
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|value| value.get("would").and_then(|w| w.as_str()) == Some("deny"))
+        .count()
+}
+
+/// Refusals per host (or DNS name) in `text`'s log lines.
+fn count_refusals(text: &str) -> BTreeMap<String, u64> {
     let mut refusals = BTreeMap::new();
     for line in text.lines() {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -416,7 +445,7 @@ fn count_refusals(path: &Path, start: u64) -> std::io::Result<BTreeMap<String, u
             .to_owned();
         *refusals.entry(host).or_insert(0) += 1;
     }
-    Ok(refusals)
+    refusals
 }
 
 /// Writes the system roots (first system bundle found) followed by the airlock CA.

@@ -83,6 +83,10 @@ pub struct CreateArgs {
     /// Maximum number of processes.
     #[arg(long = "pids", value_name = "N")]
     pids: Option<u64>,
+    /// `enforce` refuses what the policy refuses; `report` lets through what is refused
+    /// only for host, method or path and logs it with `"would":"deny"` (as for `run`).
+    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    mode: airlock_policy::mode::Mode,
 }
 
 /// Flags of `airlock sandbox exec`.
@@ -227,6 +231,8 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
         }
     });
     options.branch = args.branch.clone();
+    options.report = args.mode == airlock_policy::mode::Mode::Report;
+    crate::policy_args::announce_mode(args.mode);
     options.limits = Limits {
         memory_mib: args.memory_mib,
         millicpus: args.cpus.map(|cpus| (cpus * 1000.0).round() as u64),

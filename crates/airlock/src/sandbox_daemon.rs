@@ -69,6 +69,9 @@ pub struct DaemonArgs {
     /// Process limit.
     #[arg(long)]
     pids: Option<u64>,
+    /// `enforce` or `report` (as for `airlock run`).
+    #[arg(long, default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    mode: airlock_policy::mode::Mode,
     /// The sandbox's name.
     name: String,
 }
@@ -154,6 +157,7 @@ impl Plan {
             log: Some(log.display().to_string()),
             jail: JailMode::Namespace,
             verbose: false,
+            mode: args.mode,
             command: vec!["sandbox".into()],
         };
         let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;
