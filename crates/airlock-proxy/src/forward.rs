@@ -149,7 +149,22 @@ pub(crate) async fn serve(
         return Ok(after_draining(request.into_body(), response).await);
     }
 
-    let upgrade = websocket::is_upgrade(request.version(), request.headers());
+    let mcp_rule = mcp::rule_for(&policy, &destination.host, &path);
+    let upgrade = match websocket::check_upgrade(
+        request.version(),
+        request.headers(),
+        mcp_rule.as_ref(),
+        decision.rule.as_ref(),
+    ) {
+        Ok(upgrade) => upgrade,
+        Err(refusal) => {
+            let (scheme, path) = (Some(destination.scheme), Some(path));
+            let response = refuse(
+                &context, refusal, &method, host_text, port, path, query, scheme,
+            );
+            return Ok(after_draining(request.into_body(), response).await);
+        }
+    };
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     let mut path_and_query = path_and_query;
@@ -189,7 +204,6 @@ pub(crate) async fn serve(
     line.path = Some(path);
     line.query = query;
     line.secrets = secrets;
-    let mcp_rule = mcp::rule_for(&policy, &destination.host, path_of(&line));
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
         let checked = body_guard::read_whole(&parts.headers, body)
             .await
@@ -513,6 +527,7 @@ fn swap_credentials(
         return Err(Reason::BodyUninspectable);
     }
     let mut secrets = credentials.prepare_request(&in_scope, headers)?;
+    credentials.check_foreign_query(&in_scope, path_and_query)?;
     if let Some((_, query)) = path_and_query.split_once('?')
         && let Some((new_query, names)) = credentials.swap_in_body(&in_scope, query.as_bytes())
     {
@@ -548,11 +563,6 @@ fn scrub_headers(scrubber: &airlock_credentials::Scrubber, headers: &mut HeaderM
             *value = clean;
         }
     }
-}
-
-/// The canonical path of `line` (set for every forwarded request).
-fn path_of(line: &Line) -> &str {
-    line.path.as_deref().unwrap_or("/")
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

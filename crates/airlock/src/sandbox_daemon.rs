@@ -152,6 +152,7 @@ impl Plan {
             policy: args.policy.clone(),
             upstream: args.upstream.clone(),
             log: Some(log.display().to_string()),
+            audit_max_size: None,
             jail: JailMode::Namespace,
             verbose: false,
             command: vec!["sandbox".into()],
