@@ -722,7 +722,7 @@ fn upgrades_other_than_websocket_are_refused() {
         )
         .response();
         assert_ne!(response.status, 101, "{offered}: {response:?}");
-        assert_upgrade_refused(&response, "/ws/x", "network.allow[0]");
+        assert_upgrade_refused(&response, "/ws/x", "--allow[0]");
     }
     assert_eq!(
         server.hits(),
