@@ -454,10 +454,11 @@ impl Writer {
         if filter.is_none() && tap.is_none() {
             return self.output.write_line(&self.buffer);
         }
-        let text = String::from_utf8_lossy(&self.buffer);
+        // serde_json writes UTF-8: this borrows.
+        let raw = String::from_utf8_lossy(&self.buffer);
         let text = match filter {
-            Some(filter) => Cow::Owned(filter(&text).into_owned()),
-            None => text,
+            Some(filter) => filter(&raw),
+            None => Cow::Borrowed(raw.as_ref()),
         };
         self.output.write_line(text.as_bytes())?;
         if let Some(tap) = tap {

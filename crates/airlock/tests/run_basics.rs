@@ -388,6 +388,9 @@ fn a_rotated_run_log_needs_a_directory_of_its_own_and_rotates() {
     // In a directory of its own the log rotates (distinct DNS names: nothing folds).
     let logs = home.scratch().parent().expect("parent").join("logs");
     std::fs::create_dir_all(&logs).expect("logs dir");
+    if let Some(uid) = support::test_user::uid() {
+        support::test_user::chown_tree(&logs, uid);
+    }
     let log = logs.join("audit.jsonl");
     let script = "for i in $(seq 1 40); do getent hosts n$i.example >/dev/null; done; true";
     let output = home.run(&[
