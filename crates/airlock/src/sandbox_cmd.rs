@@ -83,6 +83,10 @@ pub struct CreateArgs {
     /// Maximum number of processes.
     #[arg(long = "pids", value_name = "N")]
     pids: Option<u64>,
+    /// Rotate the sandbox's audit log before it grows beyond SIZE (`100M`, `1G`, bytes):
+    /// audit.jsonl.1 ... audit.jsonl.5 keep the previous ones.
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    audit_max_size: Option<u64>,
 }
 
 /// Flags of `airlock sandbox exec`.
@@ -227,6 +231,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
         }
     });
     options.branch = args.branch.clone();
+    options.audit_max_size = args.audit_max_size;
     options.limits = Limits {
         memory_mib: args.memory_mib,
         millicpus: args.cpus.map(|cpus| (cpus * 1000.0).round() as u64),

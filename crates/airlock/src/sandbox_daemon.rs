@@ -69,6 +69,9 @@ pub struct DaemonArgs {
     /// Process limit.
     #[arg(long)]
     pids: Option<u64>,
+    /// Rotate the audit log beyond SIZE.
+    #[arg(long = "audit-max-size", value_parser = airlock_audit::parse_size)]
+    audit_max_size: Option<u64>,
     /// The sandbox's name.
     name: String,
 }
@@ -152,7 +155,7 @@ impl Plan {
             policy: args.policy.clone(),
             upstream: args.upstream.clone(),
             log: Some(log.display().to_string()),
-            audit_max_size: None,
+            audit_max_size: args.audit_max_size,
             jail: JailMode::Namespace,
             verbose: false,
             command: vec!["sandbox".into()],
