@@ -2,10 +2,12 @@
 //! hot path.
 //!
 //! [`AuditLog::record`] never blocks: it stamps the event and hands it to a writer thread
-//! through a bounded queue. The writer serialises it with serde_json, redacts query values,
-//! and batches writes (flushing whenever the queue drains). A full queue or a failed write
-//! makes the log unhealthy for good; the proxy checks [`AuditLog::healthy`] and refuses every
-//! request from then on (fail closed).
+//! through a bounded queue. The writer folds repeated identical events into one line with
+//! `count` ([`fold`]), serialises with serde_json, redacts query values, batches writes
+//! (flushing whenever the queue drains) and, for a file opened with a maximum size, rotates
+//! it ([`LogOptions`], [`output`]). A full queue or a failed write (a full disk, a rotation
+//! that cannot be done) makes the log unhealthy for good; the proxy checks
+//! [`AuditLog::healthy`] and refuses every request from then on (fail closed).
 //!
 //! # Line format
 //!
@@ -16,24 +18,33 @@
 //! `reason` is the refusal it would have had:
 //!
 //! `ts kind decision would rule reason method scheme host port path query status bytes_up
-//! bytes_down ms secrets conn name qtype tool form credential message`
+//! bytes_down ms secrets conn name qtype tool form credential message phase count`
 //!
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
-//! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`).
+//! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`). `phase` is
+//! `open` on the line written when a long-lived `tcp` or `ws` connection opens and `close`
+//! on its line at the end. `count` (at least 1) is written only on a line that stands for
+//! that many identical events folded within one second ([`fold`]).
 
 #![forbid(unsafe_code)]
 
+pub mod fold;
+pub mod output;
+
 use std::borrow::Cow;
-use std::fs::OpenOptions;
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+
+use crate::fold::{Folds, Pending};
+use crate::output::{Output, Rotation, open_append};
+pub use crate::output::{ROTATED_KEEP, parse_size};
 
 /// How many events may wait for the writer before the log is declared unhealthy.
 pub const QUEUE_CAPACITY: usize = 65_536;
@@ -42,7 +53,7 @@ pub const QUEUE_CAPACITY: usize = 65_536;
 pub const REDACTED: &str = "REDACTED";
 
 /// What a line is about.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// An HTTP request (intercepted or plain), or a CONNECT refused as such.
@@ -61,7 +72,7 @@ pub enum Kind {
 }
 
 /// Allowed or refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// Let through.
@@ -69,6 +80,23 @@ pub enum Decision {
     /// Refused (the default, so that a forgotten field never reads as a pass).
     #[default]
     Deny,
+}
+
+/// Which end of a long-lived connection a line is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The connection was just opened (allowed and relayed from now on).
+    Open,
+    /// The connection ended (bytes and duration are final).
+    Close,
+}
+
+/// How a file log is written ([`AuditLog::open_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Rotate the file before it would grow beyond this many bytes (`None`: never).
+    pub max_size: Option<u64>,
 }
 
 /// One decision to log. Fields left `None` (or an empty `secrets`) are left out of the line,
@@ -122,6 +150,8 @@ pub struct AuditEvent {
     pub credential: Option<&'static str>,
     /// A free-form explanation.
     pub message: Option<String>,
+    /// `open` or `close` for a long-lived `tcp` or `ws` connection.
+    pub phase: Option<Phase>,
 }
 
 /// Why the log could not be opened.
@@ -205,27 +235,34 @@ impl AuditLog {
     /// Opens `dest`: `-` is stdout, anything else a file opened for appending (created with
     /// mode 0600). Fails if the file cannot be opened.
     pub fn open(dest: &str) -> Result<AuditLog, AuditError> {
-        let sink: Box<dyn Write + Send> = if dest == "-" {
-            Box::new(io::stdout())
-        } else {
-            let file = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(dest)
-                .map_err(|source| AuditError::Open {
-                    path: dest.to_owned(),
-                    source,
-                })?;
-            Box::new(file)
+        Self::open_with(dest, LogOptions::default())
+    }
+
+    /// [`AuditLog::open`] with `options`: a file with a `max_size` is rotated
+    /// ([`output`]); stdout never is.
+    pub fn open_with(dest: &str, options: LogOptions) -> Result<AuditLog, AuditError> {
+        if dest == "-" {
+            return Self::with_sink(Output::new(Box::new(io::stdout()), None), QUEUE_CAPACITY);
+        }
+        let open_error = |source| AuditError::Open {
+            path: dest.to_owned(),
+            source,
         };
-        Self::with_sink(sink, QUEUE_CAPACITY)
+        let file = open_append(dest.as_ref()).map_err(open_error)?;
+        let rotation = match options.max_size {
+            Some(max_size) => {
+                let size = file.metadata().map_err(open_error)?.len();
+                Some(Rotation::new(PathBuf::from(dest), max_size, size))
+            }
+            None => None,
+        };
+        Self::with_sink(Output::new(Box::new(file), rotation), QUEUE_CAPACITY)
     }
 
     /// A log that writes nowhere but still serialises, filters and hands every line to its
     /// [tap](AuditLog::tap_with) (no `--log`, but an admin API streaming events).
     pub fn discarding() -> Result<AuditLog, AuditError> {
-        Self::with_sink(Box::new(io::sink()), QUEUE_CAPACITY)
+        Self::with_sink(Output::new(Box::new(io::sink()), None), QUEUE_CAPACITY)
     }
 
     /// A log that drops every event and is always healthy (no `--log`).
@@ -233,7 +270,7 @@ impl AuditLog {
         AuditLog { inner: None }
     }
 
-    fn with_sink(sink: Box<dyn Write + Send>, capacity: usize) -> Result<AuditLog, AuditError> {
+    fn with_sink(sink: Output, capacity: usize) -> Result<AuditLog, AuditError> {
         let (sender, receiver) = mpsc::sync_channel(capacity);
         let state = Arc::new(Health {
             healthy: AtomicBool::new(true),
@@ -244,7 +281,7 @@ impl AuditLog {
         let writer_state = Arc::clone(&state);
         let writer = std::thread::Builder::new()
             .name("airlock-audit".to_owned())
-            .spawn(move || write_loop(receiver, BufWriter::new(sink), &writer_state))
+            .spawn(move || Writer::new(sink, writer_state).run(&receiver))
             .map_err(AuditError::Spawn)?;
         Ok(AuditLog {
             inner: Some(Arc::new(Inner {
@@ -300,7 +337,7 @@ impl AuditLog {
     }
 
     /// Blocks until every event recorded before this call is written and flushed (or the
-    /// writer has failed).
+    /// writer has failed); events folded so far are written out too.
     pub fn flush(&self) {
         let Some(sender) = self.inner.as_ref().and_then(|inner| inner.sender.as_ref()) else {
             return;
@@ -324,63 +361,120 @@ impl Drop for Inner {
     }
 }
 
-fn write_loop(
-    receiver: Receiver<Message>,
-    mut sink: BufWriter<Box<dyn Write + Send>>,
-    state: &Health,
-) {
-    let mut failed = false;
-    while let Ok(first) = receiver.recv() {
-        let mut next = Some(first);
-        // Batch: take everything already queued, then flush once.
-        while let Some(message) = next {
-            match message {
-                Message::Event { ts, event } => {
-                    if !failed && let Err(err) = write_line(&mut sink, &ts, &event, state) {
-                        failed = true;
-                        state.fail(&err.to_string());
-                    }
-                }
-                Message::Flush(ack) => {
-                    if !failed && let Err(err) = sink.flush() {
-                        failed = true;
-                        state.fail(&err.to_string());
-                    }
-                    // The flusher may have stopped waiting: nothing to do then.
-                    let _ = ack.send(());
-                }
-            }
-            next = receiver.try_recv().ok();
-        }
-        if !failed && let Err(err) = sink.flush() {
-            failed = true;
-            state.fail(&err.to_string());
-        }
-    }
+/// The writer thread's state: the output, the open fold windows, and whether a write has
+/// failed (after which nothing more is written).
+struct Writer {
+    output: Output,
+    folds: Folds,
+    state: Arc<Health>,
+    failed: bool,
+    /// Reused for each serialised line.
+    buffer: Vec<u8>,
 }
 
-fn write_line(
-    sink: &mut impl Write,
-    ts: &str,
-    event: &AuditEvent,
-    state: &Health,
-) -> io::Result<()> {
-    let line = Line::new(ts, event);
-    let (filter, tap) = (state.filter.get(), state.tap.get());
-    if filter.is_none() && tap.is_none() {
-        serde_json::to_writer(&mut *sink, &line).map_err(io::Error::other)?;
-    } else {
-        let text = serde_json::to_string(&line).map_err(io::Error::other)?;
-        let text = match filter {
-            Some(filter) => filter(&text),
-            None => Cow::Borrowed(text.as_str()),
+impl Writer {
+    fn new(output: Output, state: Arc<Health>) -> Self {
+        Writer {
+            output,
+            folds: Folds::default(),
+            state,
+            failed: false,
+            buffer: Vec::with_capacity(512),
+        }
+    }
+
+    /// Writes until every handle is gone, then writes what is still folded and flushes.
+    fn run(mut self, receiver: &Receiver<Message>) {
+        while let Some(first) = self.next_message(receiver) {
+            let mut next = first;
+            // Batch: take everything already queued, then flush once.
+            while let Some(message) = next {
+                self.handle(message);
+                next = receiver.try_recv().ok();
+            }
+            self.close_folds(false);
+            self.flush();
+        }
+        self.close_folds(true);
+        self.flush();
+    }
+
+    /// The next message; `Some(None)` when a fold window is due first, `None` when every
+    /// handle is gone.
+    fn next_message(&mut self, receiver: &Receiver<Message>) -> Option<Option<Message>> {
+        let Some(deadline) = self.folds.next_deadline() else {
+            return receiver.recv().ok().map(Some);
         };
-        sink.write_all(text.as_bytes())?;
+        match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(message) => Some(Some(message)),
+            Err(RecvTimeoutError::Timeout) => Some(None),
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    fn handle(&mut self, message: Message) {
+        match message {
+            Message::Event { ts, event } => {
+                self.close_folds(false);
+                if let Some(line) = self.folds.take(ts, event, Instant::now()) {
+                    self.write(&line);
+                }
+            }
+            Message::Flush(ack) => {
+                self.close_folds(true);
+                self.flush();
+                // The flusher may have stopped waiting: nothing to do then.
+                let _ = ack.send(());
+            }
+        }
+    }
+
+    /// Writes the summary lines of the windows that ended (every window when `all`).
+    fn close_folds(&mut self, all: bool) {
+        for line in self.folds.close(Instant::now(), all) {
+            self.write(&line);
+        }
+    }
+
+    fn write(&mut self, (ts, event, count): &Pending) {
+        if self.failed {
+            return;
+        }
+        if let Err(err) = self.write_line(ts, event, *count) {
+            self.failed = true;
+            self.state.fail(&err.to_string());
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.failed
+            && let Err(err) = self.output.flush()
+        {
+            self.failed = true;
+            self.state.fail(&err.to_string());
+        }
+    }
+
+    fn write_line(&mut self, ts: &str, event: &AuditEvent, count: Option<u64>) -> io::Result<()> {
+        let line = Line::new(ts, event, count);
+        self.buffer.clear();
+        serde_json::to_writer(&mut self.buffer, &line).map_err(io::Error::other)?;
+        let (filter, tap) = (self.state.filter.get(), self.state.tap.get());
+        if filter.is_none() && tap.is_none() {
+            return self.output.write_line(&self.buffer);
+        }
+        // serde_json writes UTF-8: this borrows.
+        let raw = String::from_utf8_lossy(&self.buffer);
+        let text = match filter {
+            Some(filter) => filter(&raw),
+            None => Cow::Borrowed(raw.as_ref()),
+        };
+        self.output.write_line(text.as_bytes())?;
         if let Some(tap) = tap {
             tap(&text);
         }
+        Ok(())
     }
-    sink.write_all(b"\n")
 }
 
 /// The serialised form of an event (field order = key order of the line).
@@ -430,10 +524,14 @@ struct Line<'a> {
     credential: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<Phase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
 }
 
 impl<'a> Line<'a> {
-    fn new(ts: &'a str, event: &'a AuditEvent) -> Self {
+    fn new(ts: &'a str, event: &'a AuditEvent, count: Option<u64>) -> Self {
         let request_kind = matches!(event.kind, Kind::Http | Kind::Ws | Kind::Mcp);
         Line {
             ts,
@@ -461,6 +559,8 @@ impl<'a> Line<'a> {
             form: event.form,
             credential: event.credential,
             message: event.message.as_deref(),
+            phase: event.phase,
+            count,
         }
     }
 }
@@ -525,6 +625,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
     use std::time::Duration;
 
     use super::*;
@@ -595,7 +696,8 @@ mod tests {
     #[test]
     fn a_full_queue_makes_the_log_unhealthy() {
         let (release, stalled) = mpsc::channel();
-        let log = AuditLog::with_sink(Box::new(Stalled(stalled)), 4).expect("log");
+        let log =
+            AuditLog::with_sink(Output::new(Box::new(Stalled(stalled)), None), 4).expect("log");
         // The writer takes at most one event and stalls in it: the queue fills up.
         for _ in 0..16 {
             log.record(AuditEvent::default());

@@ -344,7 +344,133 @@ fn dropping_the_last_handle_writes_everything() {
     }
     drop(clone);
     drop(log);
-    assert_eq!(read_lines(&path).len(), 100);
+    // Identical events fold (the first, then one line for the other 99): none is lost.
+    let lines = read_lines(&path);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(total(&lines), 100);
+}
+
+/// The number of events the lines stand for (`count`, 1 where absent).
+fn total(lines: &[Line]) -> u64 {
+    lines
+        .iter()
+        .map(|line| {
+            line.map
+                .get("count")
+                .map_or(1, |c| c.as_u64().expect("count"))
+        })
+        .sum()
+}
+
+fn dns_event(name: &str) -> AuditEvent {
+    AuditEvent {
+        kind: Kind::Dns,
+        decision: Decision::Deny,
+        reason: Some("host_not_allowed"),
+        name: Some(name.into()),
+        qtype: Some("TXT".into()),
+        ..AuditEvent::default()
+    }
+}
+
+#[test]
+fn a_flood_of_identical_lines_folds_into_a_few_and_loses_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.to_str().expect("utf-8 path")).expect("open");
+    let started = std::time::Instant::now();
+    for _ in 0..20_000 {
+        log.record(dns_event("x.exfil.example"));
+    }
+    log.record(dns_event("other.example"));
+    log.record(AuditEvent {
+        ms: Some(1.5),
+        ..example_http_event()
+    });
+    log.record(example_http_event()); // differs only in `ms`: folds
+    log.record(AuditEvent {
+        conn: Some(8),
+        ..example_http_event()
+    }); // another connection: does not
+    // Without a flush, the folded lines are on disk within about a second.
+    std::thread::sleep(std::time::Duration::from_millis(1600));
+    let lines = read_lines(&path);
+    let seconds = started.elapsed().as_secs() + 1;
+    let flood: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.map.get("name").is_some_and(|n| n == "x.exfil.example"))
+        .collect();
+    assert!(flood.len() as u64 <= 2 * seconds, "{} lines", flood.len());
+    let flood_total: u64 = flood
+        .iter()
+        .map(|line| {
+            line.map
+                .get("count")
+                .map_or(1, |c| c.as_u64().expect("count"))
+        })
+        .sum();
+    assert_eq!(flood_total, 20_000);
+    let folded = flood
+        .iter()
+        .find(|line| line.map.contains_key("count"))
+        .expect("a count");
+    assert_eq!(
+        *keys(folded).last().expect("keys"),
+        "count",
+        "count is the last key"
+    );
+    assert_eq!(lines.iter().filter(|l| l["kind"] == "http").count(), 3);
+    assert_eq!(total(&lines), 20_004);
+    assert!(log.healthy());
+}
+
+#[test]
+fn the_log_rotates_beyond_its_maximum_size_and_keeps_five() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let options = airlock_audit::LogOptions {
+        max_size: Some(2048),
+    };
+    let log = AuditLog::open_with(path.to_str().expect("utf-8 path"), options).expect("open");
+    for index in 0..400 {
+        log.record(dns_event(&format!("n{index}.example")));
+    }
+    log.flush();
+    assert!(log.healthy());
+    let mut names = Vec::new();
+    for suffix in ["", ".1", ".2", ".3", ".4", ".5"] {
+        let file = dir.path().join(format!("audit.jsonl{suffix}"));
+        assert!(fs::metadata(&file).expect("rotated file").len() <= 2048);
+        let mode = fs::metadata(&file).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{suffix}");
+        names.splice(
+            0..0,
+            read_lines(&file).iter().map(|l| l["name"].to_string()),
+        );
+    }
+    assert!(!dir.path().join("audit.jsonl.6").exists());
+    // The newest lines are kept, in order, each whole.
+    let last: Vec<String> = (400 - names.len()..400)
+        .map(|index| format!("\"n{index}.example\""))
+        .collect();
+    assert_eq!(names, last);
+}
+
+#[test]
+fn a_rotation_that_fails_makes_the_log_unhealthy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    // The oldest rotated name is a non-empty directory: rotation cannot remove it, as root too.
+    fs::create_dir_all(dir.path().join("audit.jsonl.5/x")).expect("dir");
+    let options = airlock_audit::LogOptions {
+        max_size: Some(300),
+    };
+    let log = AuditLog::open_with(path.to_str().expect("utf-8 path"), options).expect("open");
+    for index in 0..10 {
+        log.record(dns_event(&format!("n{index}.example")));
+    }
+    log.flush();
+    assert!(!log.healthy());
 }
 
 #[test]

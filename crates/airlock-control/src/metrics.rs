@@ -46,6 +46,11 @@ pub struct Gauges {
 
 impl Metrics {
     pub(crate) fn count(&self, line: &Summary) {
+        // A connection is counted once, by the line that closes it.
+        if line.phase.as_deref() == Some("open") {
+            return;
+        }
+        let events = line.count.unwrap_or(1).max(1);
         let key = (
             line.kind.clone(),
             line.decision.clone(),
@@ -56,11 +61,15 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(key)
-            .or_default() += 1;
-        self.bytes_up
-            .fetch_add(line.bytes_up.unwrap_or(0), Ordering::Relaxed);
-        self.bytes_down
-            .fetch_add(line.bytes_down.unwrap_or(0), Ordering::Relaxed);
+            .or_default() += events;
+        self.bytes_up.fetch_add(
+            line.bytes_up.unwrap_or(0).saturating_mul(events),
+            Ordering::Relaxed,
+        );
+        self.bytes_down.fetch_add(
+            line.bytes_down.unwrap_or(0).saturating_mul(events),
+            Ordering::Relaxed,
+        );
         if let Some(ms) = line.ms
             && matches!(line.kind.as_str(), "http" | "ws" | "mcp")
         {

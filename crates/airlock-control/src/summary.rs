@@ -14,4 +14,10 @@ pub(crate) struct Summary {
     pub(crate) bytes_down: Option<u64>,
     #[serde(default)]
     pub(crate) ms: Option<f64>,
+    /// `open` on the line written when a long-lived connection opens.
+    #[serde(default)]
+    pub(crate) phase: Option<String>,
+    /// How many identical events the line stands for (folded lines; absent = 1).
+    #[serde(default)]
+    pub(crate) count: Option<u64>,
 }

@@ -11,6 +11,7 @@
 
 mod body;
 pub mod guard;
+pub mod foreign;
 pub mod redact;
 pub mod surrogate;
 
@@ -27,18 +28,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use body::BodySwap;
 pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
+pub use foreign::{CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMETERS};
 pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
-
-/// Headers checked for foreign credentials when a secret lists no `headers`.
-pub const DEFAULT_CREDENTIAL_HEADERS: [&str; 6] = [
-    "authorization",
-    "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "x-auth-token",
-    "private-token",
-];
 
 /// Decodes Basic credentials with or without padding.
 const BASIC_DECODER: GeneralPurpose = GeneralPurpose::new(
@@ -91,13 +83,6 @@ impl Entry {
         self.headers
             .as_ref()
             .is_none_or(|names| names.iter().any(|name| name == header))
-    }
-
-    fn credential_headers(&self) -> Vec<&str> {
-        match &self.headers {
-            Some(names) => names.iter().map(String::as_str).collect(),
-            None => DEFAULT_CREDENTIAL_HEADERS.to_vec(),
-        }
     }
 }
 
@@ -367,10 +352,11 @@ impl Credentials {
     ///
     /// * Refuses with [`Reason::SecretOutOfScope`] if any header (also inside
     ///   `Authorization: Basic`) holds the surrogate of a secret not in scope.
-    /// * Refuses with [`Reason::ForeignCredential`] if, for an in-scope secret without
-    ///   `foreign_allowed`, one of its credential headers (its `headers`, or
-    ///   [`DEFAULT_CREDENTIAL_HEADERS`]) is present, non-empty, not injected, and holds no
-    ///   in-scope surrogate.
+    /// * Refuses with [`Reason::ForeignCredential`] if an in-scope secret without
+    ///   `foreign_allowed` pins the host and a credential header ([`CREDENTIAL_HEADERS`] and
+    ///   the secret's `headers`) or a credential cookie is present, non-empty, not injected,
+    ///   and holds no in-scope surrogate ([`foreign`]; the query is checked by
+    ///   [`Self::check_foreign_query`]).
     /// * Otherwise replaces every in-scope surrogate by its real value in every header the
     ///   secret allows (every duplicate, inside Basic credentials too), then sets each
     ///   in-scope `inject` header outright.
@@ -405,25 +391,7 @@ impl Credentials {
             any_surrogate |= !found.is_empty();
         }
 
-        for (index, entry) in self.entries.iter().enumerate() {
-            if !scope[index] || entry.foreign_allowed {
-                continue;
-            }
-            for header in entry.credential_headers() {
-                if injected.iter().any(|name| name.as_str() == header) {
-                    continue;
-                }
-                // Any surrogate found here is in scope (the tripwire passed).
-                let foreign = headers.get_all(header).iter().any(|value| {
-                    let bytes = value.as_bytes();
-                    !bytes.iter().all(u8::is_ascii_whitespace)
-                        && self.surrogates_in(bytes).is_empty()
-                });
-                if foreign {
-                    return Err(Reason::ForeignCredential);
-                }
-            }
-        }
+        self.check_foreign_headers(&scope, &injected, headers)?;
 
         let mut used = vec![false; self.entries.len()];
         // Only headers holding a surrogate change: skip the rewrite when there are none.

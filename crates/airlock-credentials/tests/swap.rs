@@ -229,8 +229,14 @@ fn foreign_credentials_on_a_secrets_host_are_refused() {
         credentials.prepare_request(&["GH_TOKEN"], &mut map),
         Err(Reason::ForeignCredential)
     );
-    // A secret with listed headers only checks those.
+    // A secret with listed headers checks those and every credential header besides.
     let mut map = headers(&[("x-api-key", "anything".into())]);
+    assert_eq!(
+        credentials.prepare_request(&["NPM_TOKEN"], &mut map),
+        Err(Reason::ForeignCredential)
+    );
+    // Headers that carry no credential are the agent's business.
+    let mut map = headers(&[("x-request-id", "anything".into())]);
     assert!(
         credentials
             .prepare_request(&["NPM_TOKEN"], &mut map)
@@ -424,4 +430,79 @@ fn rotation_keeps_surrogates_and_still_scrubs_the_old_value() {
         )
         .expect("rotated again");
     assert_eq!(again.surrogates(), surrogates);
+}
+
+#[test]
+fn foreign_credentials_in_cookies_query_and_other_headers_are_refused() {
+    let credentials = credentials();
+    let gh = surrogate(&credentials, "GH_TOKEN");
+    let npm = surrogate(&credentials, "NPM_TOKEN");
+    // GH_TOKEN swaps in every header, NPM_TOKEN (`headers: [authorization]`) in one: the
+    // places checked are the same table for both.
+    for scope in ["GH_TOKEN", "NPM_TOKEN"] {
+        for (name, value) in [
+            ("x-goog-api-key", "AIzaSyAttackerOwnedKey".to_owned()),
+            ("api-key", "azure-key-of-someone-else".to_owned()),
+            ("cookie", "user_session=attacker-session".to_owned()),
+            ("cookie", "theme=dark; _gitlab_session=abc".to_owned()),
+            (
+                "cookie",
+                "prefs=ghp_AttackerOwnedTokenAttackerOwned12".to_owned(),
+            ),
+        ] {
+            let mut map = headers(&[(name, value.clone())]);
+            assert_eq!(
+                credentials.prepare_request(&[scope], &mut map),
+                Err(Reason::ForeignCredential),
+                "{scope}: {name}: {value}"
+            );
+        }
+        for target in [
+            "/v1/models?key=AIzaSyAttackerOwnedKey",
+            "/x?a=1&api_key=mine",
+            "/x?a=1;access_token=mine",
+            "/x?%6Bey=mine",
+            "/x?TOKEN=mine",
+            "/x?key=mine%20too",
+        ] {
+            assert_eq!(
+                credentials.check_foreign_query(&[scope], target),
+                Err(Reason::ForeignCredential),
+                "{scope}: {target}"
+            );
+        }
+    }
+    // Cookies that are no credential, and credentials that are surrogates, pass.
+    let mut map = headers(&[
+        ("cookie", "__cf_bm=abc.def; _cfuvid=xyz".to_owned()),
+        ("cookie", format!("user_session={gh}")),
+    ]);
+    assert!(credentials.prepare_request(&["GH_TOKEN"], &mut map).is_ok());
+    for target in [
+        "/x".to_owned(),
+        "/x?page=2&per_page=100&monkey=1".to_owned(),
+        "/x?key=&token".to_owned(),
+        format!("/x?key={gh}"),
+        format!("/x?access_token={}", npm.replace('_', "%5F")),
+    ] {
+        let scope = ["GH_TOKEN", "NPM_TOKEN"];
+        assert_eq!(
+            credentials.check_foreign_query(&scope, &target),
+            Ok(()),
+            "{target}"
+        );
+    }
+    // Off the secrets' hosts, or with `foreign: allow`, nothing is checked.
+    assert_eq!(credentials.check_foreign_query(&[], "/x?key=mine"), Ok(()));
+    let lenient = Secret {
+        foreign_allowed: true,
+        ..secret("GH_TOKEN")
+    };
+    let lenient = Credentials::new(vec![(lenient, GH_REAL.to_owned())]).expect("credentials");
+    assert_eq!(
+        lenient.check_foreign_query(&["GH_TOKEN"], "/x?key=mine"),
+        Ok(())
+    );
+    let mut map = headers(&[("cookie", "user_session=mine".to_owned())]);
+    assert!(lenient.prepare_request(&["GH_TOKEN"], &mut map).is_ok());
 }

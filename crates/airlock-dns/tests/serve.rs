@@ -118,10 +118,13 @@ async fn udp_queries_are_answered_locally_and_logged() {
             )
         })
         .collect();
+    // The second, identical github.com query is folded: written last (when the log is
+    // flushed) with `"count":1`.
+    assert_eq!(lines[4]["count"], 1, "{lines:?}");
+    assert!(lines[..4].iter().all(|line| line.get("count").is_none()));
     assert_eq!(
         logged,
         [
-            ("dns", "allow", "github.com", "A"),
             ("dns", "allow", "github.com", "A"),
             ("dns", "allow", "evil.example", "A"),
             ("dns", "allow", "github.com", "AAAA"),
@@ -131,6 +134,7 @@ async fn udp_queries_are_answered_locally_and_logged() {
                 "dghllxnly3jlda.chunk1.exfil.attacker.example",
                 "TXT"
             ),
+            ("dns", "allow", "github.com", "A"),
         ]
     );
     assert!(
@@ -298,6 +302,41 @@ async fn silent_tcp_connections_are_closed_after_the_idle_timeout() {
         .expect("closed before the test's own deadline");
     assert!(matches!(read, Ok(0) | Err(_)), "unexpected data: {read:?}");
     assert!(started.elapsed() >= TCP_IDLE_TIMEOUT - Duration::from_millis(100));
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_flood_of_identical_queries_writes_a_few_lines() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let log_path = directory.path().join("audit.jsonl");
+    let audit = AuditLog::open(log_path.to_str().expect("utf-8 path")).expect("log");
+    let map = NameMap::new(default_pool());
+    let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    let server_addr = socket.local_addr().expect("addr");
+    let server = tokio::spawn(serve_udp(socket, map, audit.clone()));
+    let client = UdpSocket::bind("127.0.0.1:0").await.expect("client");
+    let started = std::time::Instant::now();
+    const QUERIES: u64 = 3000;
+    for id in 0..QUERIES {
+        let packet = query(id as u16, "c2VjcmV0.exfil.example.", RecordType::TXT);
+        exchange_udp(&client, server_addr, &packet).await;
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    audit.flush();
+    let lines = audit_lines(&log_path);
+    // Each second of the flood is at most two lines: the first query, then one with the
+    // count of the rest. Every query is still accounted for.
+    assert!(lines.len() as u64 <= 2 * seconds, "{} lines", lines.len());
+    let total: u64 = lines
+        .iter()
+        .map(|line| line.get("count").map_or(1, |c| c.as_u64().expect("count")))
+        .sum();
+    assert_eq!(total, QUERIES);
+    assert!(
+        lines
+            .iter()
+            .all(|line| line["name"] == "c2vjcmv0.exfil.example")
+    );
     server.abort();
 }
 

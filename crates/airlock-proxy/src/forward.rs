@@ -162,7 +162,22 @@ pub(crate) async fn serve(
         return Ok(after_draining(request.into_body(), response).await);
     }
 
-    let upgrade = websocket::is_upgrade(request.version(), request.headers());
+    let mcp_rule = mcp::rule_for(&policy, &destination.host, &path);
+    let upgrade = match websocket::check_upgrade(
+        request.version(),
+        request.headers(),
+        mcp_rule.as_ref(),
+        decision.rule.as_ref(),
+    ) {
+        Ok(upgrade) => upgrade,
+        Err(refusal) => {
+            let (scheme, path) = (Some(destination.scheme), Some(path));
+            let response = refuse(
+                &context, refusal, &method, host_text, port, path, query, scheme,
+            );
+            return Ok(after_draining(request.into_body(), response).await);
+        }
+    };
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     let mut path_and_query = path_and_query;
@@ -204,7 +219,6 @@ pub(crate) async fn serve(
     line.query = query;
     line.secrets = secrets;
     line.credential = logged.first().copied();
-    let mcp_rule = mcp::rule_for(&policy, &destination.host, path_of(&line));
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
         let checked = body_guard::read_whole(&mut parts.headers, body)
             .await
@@ -597,6 +611,9 @@ fn swap_credentials(
         Ok(secrets) => secrets,
         Err(reason) => return Err(tripwire(reason, headers)),
     };
+    if let Err(reason) = credentials.check_foreign_query(&in_scope, path_and_query) {
+        return Err(tripwire(reason, headers));
+    }
     if let Some(refusal) = deferred {
         return Err(refusal);
     }
@@ -742,11 +759,6 @@ fn scrub_headers(scrubber: &airlock_credentials::Scrubber, headers: &mut HeaderM
             *value = clean;
         }
     }
-}
-
-/// The canonical path of `line` (set for every forwarded request).
-fn path_of(line: &Line) -> &str {
-    line.path.as_deref().unwrap_or("/")
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

@@ -2,7 +2,9 @@
 //! the audit log (docs/contract.md §5). [`Exchange`] follows an allowed request while its
 //! response streams and writes its `http` (or `ws`) line when it is dropped, so that the
 //! line carries the status, the bytes moved each way and the duration; refusals and tunnel
-//! decisions are written at once with [`Line::write`].
+//! decisions are written at once with [`Line::write`]. A long-lived `tcp` or `ws`
+//! connection also gets a line when it opens ([`Line::write_open`], `"phase":"open"`), and
+//! its line at the end then says `"phase":"close"`.
 //!
 //! This module is the only one that touches [`airlock_audit`]'s event type.
 
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use airlock_audit::{AuditEvent, AuditLog};
+use airlock_audit::{AuditEvent, AuditLog, Phase};
 use airlock_credentials::Finding;
 use airlock_policy::{Decision, Reason};
 
@@ -28,7 +30,7 @@ pub enum LineKind {
 }
 
 /// One audit line, before it is written.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Line {
     /// What was decided on.
     pub kind: LineKind,
@@ -73,6 +75,8 @@ pub struct Line {
     pub form: Option<&'static str>,
     /// The well-known credential kind found (`credential_outbound`, or logged by `dlp`).
     pub credential: Option<&'static str>,
+    /// An open line was written ([`Line::write_open`]): this one closes the connection.
+    pub opened: bool,
 }
 
 impl Line {
@@ -100,11 +104,28 @@ impl Line {
             tool: None,
             form: None,
             credential: None,
+            opened: false,
         }
+    }
+
+    /// Writes the line of a long-lived connection that just opened: `"phase":"open"`, without
+    /// bytes or duration. The line itself, written at the end, then says `"phase":"close"`.
+    pub fn write_open(&mut self, audit: &AuditLog) {
+        self.opened = true;
+        let mut event = self.clone().into_event();
+        event.phase = Some(Phase::Open);
+        event.bytes_up = None;
+        event.bytes_down = None;
+        event.ms = None;
+        audit.record(event);
     }
 
     /// Writes the line to `audit`.
     pub fn write(self, audit: &AuditLog) {
+        audit.record(self.into_event());
+    }
+
+    fn into_event(self) -> AuditEvent {
         let kind = match self.kind {
             LineKind::Http => airlock_audit::Kind::Http,
             LineKind::Ws => airlock_audit::Kind::Ws,
@@ -116,7 +137,7 @@ impl Line {
         } else {
             airlock_audit::Decision::Deny
         };
-        audit.record(AuditEvent {
+        AuditEvent {
             kind,
             decision,
             would: self.would.map(|_| "deny"),
@@ -141,8 +162,9 @@ impl Line {
             tool: self.tool,
             form: self.form,
             credential: self.credential,
+            phase: self.opened.then_some(Phase::Close),
             ..AuditEvent::default()
-        });
+        }
     }
 }
 
@@ -187,6 +209,11 @@ impl Exchange {
     /// Turns the line into a `ws` line (the request was upgraded).
     pub fn set_kind(&mut self, kind: LineKind) {
         self.line.kind = kind;
+    }
+
+    /// Writes the `"phase":"open"` line of the upgraded connection ([`Line::write_open`]).
+    pub fn write_open(&mut self) {
+        self.line.write_open(&self.audit);
     }
 
     /// Adds `n` response bytes relayed to the client.

@@ -356,8 +356,9 @@ async fn raw(
     if !prefix.is_empty() && upstream.write_all(&prefix).await.is_err() {
         return;
     }
-    let relayed = relay(stream, upstream, shared.limits.relay_idle_timeout).await;
     line.allowed = true;
+    line.write_open(&shared.audit);
+    let relayed = relay(stream, upstream, shared.limits.relay_idle_timeout).await;
     line.bytes_up = relayed.up + prefix.len() as u64;
     line.bytes_down = relayed.down;
     line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);

@@ -1,7 +1,8 @@
 //! WebSocket: the upgrade request is decided like any request (method GET and its path)
 //! and forwarded over an HTTP/1.1-only upstream connection; when the upstream answers 101
 //! both upgraded connections are relayed until either closes, and the exchange becomes
-//! one `ws` audit line with the bytes moved each way and the duration.
+//! one `ws` audit line with the bytes moved each way and the duration (`"phase":"close"`),
+//! after the `"phase":"open"` line written when the relay starts.
 //!
 //! Where `json_deny` guards apply to the upgrade request, the relay is message by message
 //! instead of byte for byte (tungstenite frames both sides: server role towards the
@@ -10,8 +11,13 @@
 //! client's with code 1008, plus one `ws` deny line. `Sec-WebSocket-Extensions` is
 //! stripped from such upgrades, and a 101 naming an extension anyway is not relayed
 //! ([`negotiated_extension`]): compressed messages could not be checked.
+//!
+//! [`check_upgrade`] decides the `Upgrade` header itself before anything is forwarded: only
+//! `websocket` is relayed, and nothing at all on a path an `mcp` rule covers (an upgraded
+//! connection would carry tool calls past the inspection); both are refused 403
+//! `body_uninspectable` (docs/policy.md, "Upgrades").
 
-use airlock_policy::model::Rule;
+use airlock_policy::model::{McpRule, Rule};
 use airlock_policy::{Decision, Reason};
 use futures_util::{SinkExt as _, StreamExt as _};
 use http::{HeaderMap, HeaderName, Version, header};
@@ -42,7 +48,7 @@ pub(crate) const EXTENSIONS: HeaderName = HeaderName::from_static("sec-websocket
 
 /// Whether the request asks for a protocol upgrade (HTTP/1.1 `Connection: upgrade` with
 /// an `Upgrade` header).
-pub(crate) fn is_upgrade(version: Version, headers: &HeaderMap) -> bool {
+fn is_upgrade(version: Version, headers: &HeaderMap) -> bool {
     version == Version::HTTP_11
         && headers.contains_key(header::UPGRADE)
         && headers
@@ -51,6 +57,48 @@ pub(crate) fn is_upgrade(version: Version, headers: &HeaderMap) -> bool {
             .filter_map(|value| value.to_str().ok())
             .flat_map(|value| value.split(','))
             .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Decides a request's `Upgrade` header before it is forwarded: `Ok(true)` for a WebSocket
+/// upgrade to relay, `Ok(false)` when nothing is upgraded (no `Upgrade`, or one without
+/// `Connection: upgrade` on HTTP/1.1, which is stripped as hop-by-hop). Refused with
+/// `body_uninspectable`: any `Upgrade` header on a path the `mcp` rule `mcp` covers (naming
+/// that rule), and an upgrade offering any protocol but `websocket` (`h2c`, `foo`, or
+/// `websocket, h2c`: the server could pick the other one), naming `rule`.
+pub(crate) fn check_upgrade(
+    version: Version,
+    headers: &HeaderMap,
+    mcp: Option<&McpRule>,
+    rule: Option<&String>,
+) -> Result<bool, Decision> {
+    if !headers.contains_key(header::UPGRADE) {
+        return Ok(false);
+    }
+    if let Some(mcp) = mcp {
+        return Err(Decision::deny(
+            Reason::BodyUninspectable,
+            Some(mcp.id.clone()),
+        ));
+    }
+    if !is_upgrade(version, headers) {
+        return Ok(false);
+    }
+    if offers_only_websocket(headers) {
+        Ok(true)
+    } else {
+        Err(Decision::deny(Reason::BodyUninspectable, rule.cloned()))
+    }
+}
+
+/// Whether every protocol every `Upgrade` header offers is `websocket` (at least one).
+fn offers_only_websocket(headers: &HeaderMap) -> bool {
+    let mut offered = headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|byte| *byte == b','))
+        .map(<[u8]>::trim_ascii)
+        .peekable();
+    offered.peek().is_some() && offered.all(|protocol| protocol.eq_ignore_ascii_case(b"websocket"))
 }
 
 /// Whether the upstream's 101 names an extension (so messages might be compressed) —
@@ -84,6 +132,7 @@ pub(crate) fn relay_upgraded(
                 return;
             }
         };
+        exchange.write_open();
         let relayed = if guards.is_empty() && outbound.is_none() {
             relay(TokioIo::new(client), TokioIo::new(upstream), idle).await
         } else {
@@ -303,6 +352,51 @@ mod tests {
         ] {
             assert_eq!(reason(control), None);
         }
+    }
+
+    #[test]
+    fn only_websocket_upgrades_pass_and_none_on_mcp_paths() {
+        let headers = |pairs: &[(&str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    value.parse().unwrap(),
+                );
+            }
+            map
+        };
+        let upgrade = |value: &str| headers(&[("connection", "Upgrade"), ("upgrade", value)]);
+        let rule = Some("network.allow[0]".to_owned());
+        let check = |map: &HeaderMap, mcp: Option<&McpRule>| {
+            check_upgrade(Version::HTTP_11, map, mcp, rule.as_ref())
+        };
+        assert_eq!(check(&upgrade("websocket"), None), Ok(true));
+        assert_eq!(check(&upgrade("WebSocket"), None), Ok(true));
+        assert_eq!(check(&headers(&[]), None), Ok(false));
+        // Without `Connection: upgrade` the header is stripped, nothing is upgraded.
+        assert_eq!(check(&headers(&[("upgrade", "h2c")]), None), Ok(false));
+        let refused = Err(Decision::deny(Reason::BodyUninspectable, rule.clone()));
+        for offered in ["h2c", "foo", "websocket, h2c", "websocket/13", ""] {
+            assert_eq!(check(&upgrade(offered), None), refused, "{offered}");
+        }
+        let mcp = McpRule {
+            id: "mcp[0]".to_owned(),
+            host: airlock_policy::model::HostPattern::Exact("a.com".to_owned()),
+            path: "/mcp".to_owned(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+        };
+        let on_mcp = Err(Decision::deny(
+            Reason::BodyUninspectable,
+            Some("mcp[0]".to_owned()),
+        ));
+        assert_eq!(check(&upgrade("websocket"), Some(&mcp)), on_mcp);
+        assert_eq!(
+            check(&headers(&[("upgrade", "websocket")]), Some(&mcp)),
+            on_mcp
+        );
+        assert_eq!(check(&headers(&[]), Some(&mcp)), Ok(false));
     }
 
     #[test]

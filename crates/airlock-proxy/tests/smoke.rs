@@ -601,7 +601,7 @@ async fn oversized_headers_are_refused() -> TestResult {
 }
 
 #[tokio::test]
-async fn websocket_upgrade_is_relayed_and_audited_once() -> TestResult {
+async fn websocket_upgrade_is_relayed_and_audited_at_open_and_close() -> TestResult {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     tokio::time::timeout(LIMIT, async {
         let (port, ca_pem) = start_tls_upstream().await?;
@@ -638,7 +638,7 @@ async fn websocket_upgrade_is_relayed_and_audited_once() -> TestResult {
         assert_eq!(&echo, b"ping-pong");
         drop(upgraded);
 
-        // The ws line is written when the relay ends.
+        // The ws line is written when the relay ends, after the one written when it opened.
         let mut ws_lines = Vec::new();
         for _ in 0..100 {
             audit.flush();
@@ -648,13 +648,17 @@ async fn websocket_upgrade_is_relayed_and_audited_once() -> TestResult {
                 .filter(|line| line.contains(r#""kind":"ws""#))
                 .map(str::to_owned)
                 .collect();
-            if !ws_lines.is_empty() {
+            if ws_lines.len() >= 2 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(ws_lines.len(), 1, "{ws_lines:?}");
-        let line: serde_json::Value = serde_json::from_str(&ws_lines[0])?;
+        assert_eq!(ws_lines.len(), 2, "{ws_lines:?}");
+        let opened: serde_json::Value = serde_json::from_str(&ws_lines[0])?;
+        assert_eq!(opened["phase"], "open");
+        assert!(opened.get("bytes_up").is_none());
+        let line: serde_json::Value = serde_json::from_str(&ws_lines[1])?;
+        assert_eq!(line["phase"], "close");
         assert_eq!(line["decision"], "allow");
         assert_eq!(line["path"], "/ws");
         assert_eq!(line["bytes_up"], 9);

@@ -65,6 +65,8 @@ pub struct CreateOptions {
     /// where `--secret` real values are read from, `AIRLOCK_HOME`. The daemon keeps them
     /// in memory only; commands in the sandbox never see them.
     pub daemon_env: Vec<(String, String)>,
+    /// Rotate the sandbox's audit log beyond this many bytes (`--audit-max-size`).
+    pub audit_max_size: Option<u64>,
 }
 
 impl CreateOptions {
@@ -84,6 +86,7 @@ impl CreateOptions {
             limits: Limits::default(),
             report: false,
             daemon_env: Vec::new(),
+            audit_max_size: None,
         }
     }
 
@@ -115,6 +118,10 @@ impl CreateOptions {
             ),
             ("--millicpus", self.limits.millicpus.map(|v| v.to_string())),
             ("--pids", self.limits.pids.map(|v| v.to_string())),
+            (
+                "--audit-max-size",
+                self.audit_max_size.map(|v| v.to_string()),
+            ),
         ];
         for (name, value) in optional {
             if let Some(value) = value {

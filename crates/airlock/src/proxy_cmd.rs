@@ -30,6 +30,10 @@ pub struct ProxyArgs {
     /// Audit log destination: a file (appended to) or `-` for stdout.
     #[arg(long, value_name = "FILE|-")]
     pub log: Option<String>,
+    /// Rotate the --log file before it grows beyond SIZE (`100M`, `1G`, bytes): FILE.1 ...
+    /// FILE.5 keep the previous ones.
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    pub audit_max_size: Option<u64>,
     /// CA certificate signing interception certificates (with --ca-key); default: the
     /// CA of `airlock ca path`, created if missing.
     #[arg(long, value_name = "F", requires = "ca_key")]
@@ -147,6 +151,13 @@ pub fn run(args: ProxyArgs) -> ExitCode {
     })
 }
 
+/// How `--log` is written: rotated beyond `--audit-max-size`.
+fn log_options(args: &ProxyArgs) -> airlock_audit::LogOptions {
+    airlock_audit::LogOptions {
+        max_size: args.audit_max_size,
+    }
+}
+
 /// Gateway mode: binds every `--transparent`/`--dns` address, then serves until
 /// SIGTERM/SIGINT.
 async fn run_gateway(
@@ -198,7 +209,7 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
             .map_err(|e| errors.push(e.to_string()))
             .ok(),
         None => Some(AuditLog::disabled()),
-        Some(dest) => AuditLog::open(dest)
+        Some(dest) => AuditLog::open_with(dest, log_options(args))
             .map_err(|e| errors.push(format!("--log {dest}: {e}")))
             .ok(),
     };

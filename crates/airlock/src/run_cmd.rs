@@ -132,6 +132,11 @@ pub struct RunArgs {
     /// under the CA directory's `logs/`.
     #[arg(long, value_name = "FILE|-")]
     pub log: Option<String>,
+    /// Rotate the audit log file before it grows beyond SIZE (`100M`, `1G`, bytes):
+    /// FILE.1 ... FILE.5 keep the previous ones. A `--log` file's directory is then hidden
+    /// from the command like the file itself.
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    pub audit_max_size: Option<u64>,
     /// How the command is confined.
     #[arg(long, value_enum, default_value_t = JailMode::Auto)]
     pub jail: JailMode,
@@ -293,7 +298,8 @@ impl Session {
         let ca = ca::init(&ca_dir, false)
             .and_then(|_| CertificateAuthority::load_dir(&ca_dir))
             .map_err(|e| vec![e.to_string()])?;
-        let (audit, log) = open_log(args.log.as_deref(), &ca_dir).map_err(|e| vec![e])?;
+        let (audit, log) =
+            open_log(args.log.as_deref(), &ca_dir, args.audit_max_size).map_err(|e| vec![e])?;
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -383,8 +389,14 @@ impl Session {
     }
 }
 
-/// Opens the audit log: `--log` as given, or a new file under `<ca_dir>/logs/`.
-fn open_log(dest: Option<&str>, ca_dir: &Path) -> Result<(AuditLog, LogTarget), String> {
+/// Opens the audit log: `--log` as given, or a new file under `<ca_dir>/logs/`, rotated
+/// beyond `max_size` bytes. A rotated `--log` file's directory must not hold the working
+/// directory: it is hidden from the command ([`airlock_paths`]).
+fn open_log(
+    dest: Option<&str>,
+    ca_dir: &Path,
+    max_size: Option<u64>,
+) -> Result<(AuditLog, LogTarget), String> {
     let path = match dest {
         Some("-") => {
             let audit = AuditLog::open("-").map_err(|e| format!("--log -: {e}"))?;
@@ -404,10 +416,30 @@ fn open_log(dest: Option<&str>, ca_dir: &Path) -> Result<(AuditLog, LogTarget), 
     let text = path
         .to_str()
         .ok_or_else(|| format!("--log {}: not a UTF-8 path", path.display()))?;
-    let audit = AuditLog::open(text).map_err(|e| format!("--log {text}: {e}"))?;
+    let options = airlock_audit::LogOptions { max_size };
+    let audit = AuditLog::open_with(text, options).map_err(|e| format!("--log {text}: {e}"))?;
     let start = std::fs::metadata(&path).map_or(0, |m| m.len());
     let path = std::fs::canonicalize(&path).unwrap_or(path);
+    if max_size.is_some() && dest.is_some() {
+        check_rotated_log_dir(&path)?;
+    }
     Ok((audit, LogTarget::File { path, start }))
+}
+
+/// A rotated log's directory is hidden from the command (the files rotation creates would
+/// otherwise show in it): refused when it holds the working directory.
+fn check_rotated_log_dir(log: &Path) -> Result<(), String> {
+    let dir = log.parent().unwrap_or(Path::new("/"));
+    let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    if cwd.starts_with(dir) {
+        return Err(format!(
+            "--audit-max-size: the log's directory {} holds the working directory and cannot \
+             be hidden from the command; put the rotated log in a directory of its own",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The log's text after `start` (this session's lines).
@@ -419,12 +451,14 @@ fn read_from(path: &Path, start: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Lines that report mode let through (`"would":"deny"`).
-fn count_would_deny(text: &str) -> usize {
+/// Requests that report mode let through (`"would":"deny"`; a folded line counts for its
+/// `count`).
+fn count_would_deny(text: &str) -> u64 {
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|value| value.get("would").and_then(|w| w.as_str()) == Some("deny"))
-        .count()
+        .map(|value| value.get("count").and_then(serde_json::Value::as_u64).unwrap_or(1))
+        .sum()
 }
 
 /// Refusals per host (or DNS name) in `text`'s log lines.
@@ -443,7 +477,8 @@ fn count_refusals(text: &str) -> BTreeMap<String, u64> {
             .and_then(|h| h.as_str())
             .unwrap_or("?")
             .to_owned();
-        *refusals.entry(host).or_insert(0) += 1;
+        let count = value.get("count").and_then(serde_json::Value::as_u64);
+        *refusals.entry(host).or_insert(0) += count.unwrap_or(1);
     }
     refusals
 }
@@ -554,6 +589,12 @@ fn airlock_paths(
     }
     if let LogTarget::File { path, .. } = log {
         entries.push(entry(path.clone(), "the audit log"));
+        if args.audit_max_size.is_some()
+            && args.log.is_some()
+            && let Some(dir) = path.parent()
+        {
+            entries.push(entry(dir.to_owned(), "the rotated audit log's directory"));
+        }
     }
     if let Some(runtime_dir) = std::env::var_os("XDG_RUNTIME_DIR") {
         entries.push(entry(

@@ -87,6 +87,10 @@ pub struct CreateArgs {
     /// only for host, method or path and logs it with `"would":"deny"` (as for `run`).
     #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
     mode: airlock_policy::mode::Mode,
+    /// Rotate the sandbox's audit log before it grows beyond SIZE (`100M`, `1G`, bytes):
+    /// audit.jsonl.1 ... audit.jsonl.5 keep the previous ones.
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    audit_max_size: Option<u64>,
 }
 
 /// Flags of `airlock sandbox exec`.
@@ -233,6 +237,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
     options.branch = args.branch.clone();
     options.report = args.mode == airlock_policy::mode::Mode::Report;
     crate::policy_args::announce_mode(args.mode);
+    options.audit_max_size = args.audit_max_size;
     options.limits = Limits {
         memory_mib: args.memory_mib,
         millicpus: args.cpus.map(|cpus| (cpus * 1000.0).round() as u64),

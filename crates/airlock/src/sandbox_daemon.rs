@@ -72,6 +72,9 @@ pub struct DaemonArgs {
     /// `enforce` or `report` (as for `airlock run`).
     #[arg(long, default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
     mode: airlock_policy::mode::Mode,
+    /// Rotate the audit log beyond SIZE.
+    #[arg(long = "audit-max-size", value_parser = airlock_audit::parse_size)]
+    audit_max_size: Option<u64>,
     /// The sandbox's name.
     name: String,
 }
@@ -155,6 +158,7 @@ impl Plan {
             policy: args.policy.clone(),
             upstream: args.upstream.clone(),
             log: Some(log.display().to_string()),
+            audit_max_size: args.audit_max_size,
             jail: JailMode::Namespace,
             verbose: false,
             mode: args.mode,

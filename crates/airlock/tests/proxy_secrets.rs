@@ -397,3 +397,64 @@ fn a_surrogate_over_plain_http_is_refused_even_to_its_own_host() {
     assert_eq!(response.status, 200, "{response:?}");
     assert_real_value_never_shown(&proxy);
 }
+
+#[test]
+fn foreign_credentials_in_cookies_query_and_other_headers_are_refused() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    // One secret swapped in every header, one narrowed to `x-api-key` (as presets narrow):
+    // the places checked for a foreign credential are the same for both.
+    let narrowed = ProxyBuilder::new(&pki)
+        .policy(&format!(
+            "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+             secrets:\n  API_KEY:\n    value: \"{REAL}\"\n    surrogate: \"{PLACEHOLDER}\"\n    \
+             hosts: [localhost]\n    headers: [x-api-key]\n"
+        ))
+        .resolve_loopback("localhost")
+        .start();
+    let every_header = start(&pki, &upstream);
+    let attempts: [(&str, &[&str]); 6] = [
+        ("/v1/models?key=AIzaSyAttackerOwnedKey", &[]),
+        ("/v1/x?alt=json&api_key=attacker-owned-key", &[]),
+        ("/v1/x?access%5Ftoken=attacker-owned-key", &[]),
+        ("/v1/x", &["X-Goog-Api-Key: AIzaSyAttackerOwnedKey"]),
+        (
+            "/v1/x",
+            &["Cookie: _cfuvid=1; user_session=attacker-owned-session"],
+        ),
+        ("/v1/x", &["Authorization: Bearer attacker-owned-key"]),
+    ];
+    for proxy in [&narrowed, &every_header] {
+        for (target, headers) in attempts {
+            let url = format!("https://localhost:{port}{target}");
+            let response = curl_get(proxy, &pki, &url, headers);
+            assert_refusal(
+                response.status,
+                &response.headers,
+                &response.body,
+                &ExpectedRefusal {
+                    reason: "foreign_credential",
+                    method: "GET",
+                    host: "localhost",
+                    path: Some(target.split('?').next().unwrap_or(target)),
+                },
+            );
+        }
+        let log = proxy.audit_log_text();
+        assert!(
+            !log.contains("attacker-owned") && !log.contains("AIzaSy"),
+            "{log}"
+        );
+        assert_real_value_never_shown(proxy);
+    }
+    assert_eq!(upstream.hit_count(), 0, "{:?}", upstream.hits());
+    // Controls: cookies that are no credential and the surrogate itself pass.
+    let placeholder = format!("x-api-key: {PLACEHOLDER}");
+    let cookie = format!("Cookie: __cf_bm=abc.def; _cfuvid=1; user_session={PLACEHOLDER}");
+    for proxy in [&narrowed, &every_header] {
+        let url = format!("https://localhost:{port}/echo/ok?key={PLACEHOLDER}&page=2");
+        let response = curl_get(proxy, &pki, &url, &[&placeholder, &cookie]);
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+}

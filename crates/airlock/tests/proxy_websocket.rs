@@ -51,7 +51,24 @@ fn allowed_websocket_echoes_and_is_audited() {
         "the close frame is relayed both ways"
     );
     assert_eq!(server.hits(), 1);
-    let line = proxy.audit_line_where("of kind ws", |l| l["kind"] == "ws");
+    let line = proxy.audit_line_where("closing the ws", |l| {
+        l["kind"] == "ws" && l["phase"] == "close"
+    });
+    // The connection was logged when it opened too, before any byte was relayed.
+    let opened = proxy.audit_line_where("opening the ws", |l| {
+        l["kind"] == "ws" && l["phase"] == "open"
+    });
+    assert_eq!(opened["decision"], "allow", "{opened}");
+    assert_eq!(opened["status"], 101, "{opened}");
+    assert_eq!(opened["path"], "/ws/echo", "{opened}");
+    assert_eq!(opened["conn"], line["conn"], "{opened}");
+    assert!(
+        opened.get("bytes_up").is_none() && opened.get("ms").is_none(),
+        "{opened}"
+    );
+    let log = proxy.audit_log_text();
+    let open_at = log.find("\"phase\":\"open\"").expect("open line");
+    assert!(open_at < log.find("\"phase\":\"close\"").expect("close line"));
     assert_eq!(line["decision"], "allow", "{line}");
     assert_eq!(line["host"], "localhost", "{line}");
     assert_eq!(line["path"], "/ws/echo", "{line}");
@@ -312,7 +329,7 @@ fn guarded_websocket_echoes_allowed_json_and_closes_1008_on_a_violation() {
     assert_eq!(denial["host"], "allowed.test", "{denial}");
     assert_eq!(denial["path"], "/ws/session", "{denial}");
     let connection = setup.proxy.audit_line_where("for the connection", |line| {
-        line["kind"] == "ws" && line["decision"] == "allow"
+        line["kind"] == "ws" && line["decision"] == "allow" && line["phase"] == "close"
     });
     assert_eq!(connection["status"], 101, "{connection}");
     assert!(
@@ -595,4 +612,141 @@ fn provider_bundle_guards_apply_to_websocket_messages() {
     });
     assert_eq!(denial["rule"], "providers.openai[2]", "{denial}");
     assert_eq!(denial["reason"], "denied_by_rule", "{denial}");
+}
+
+/// The refusal of an upgrade: 403 `body_uninspectable` with the given rule, never relayed.
+fn assert_upgrade_refused(response: &raw::RawResponse, path: &str, rule: &str) {
+    let json = assert_refusal(
+        response.status,
+        &response.headers,
+        &response.body,
+        &ExpectedRefusal {
+            reason: "body_uninspectable",
+            method: "GET",
+            host: "localhost",
+            path: Some(path),
+        },
+    );
+    support::assert_rule_id(&json["rule"], rule);
+}
+
+#[test]
+fn an_upgrade_on_an_mcp_path_is_refused_before_the_server() {
+    let pki = TestPki::new();
+    let server = FixtureServer::websocket(&pki);
+    let yaml = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+         mcp:\n  - host: localhost\n    path: /mcp/**\n    tools: {{deny: [run_command]}}\n",
+        port = server.port
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&yaml)
+        .resolve_loopback("localhost")
+        .start();
+    let target = format!("localhost:{}", server.port);
+    // A WebSocket on the MCP path would carry tool calls past the inspection.
+    let outcome = raw::websocket_echo(
+        proxy.port(),
+        &pki,
+        &target,
+        "localhost",
+        "/mcp/ws",
+        &[b"{}"],
+    );
+    let response = match outcome {
+        Err(TunnelOutcome::InsideTls(response)) => response,
+        other => panic!("expected a refusal inside TLS: {other:?}"),
+    };
+    assert_upgrade_refused(&response, "/mcp/ws", "mcp[0]");
+    // Any other protocol too, even without `Connection: upgrade`.
+    for extra in [
+        "Connection: Upgrade\r\nUpgrade: h2c\r\n",
+        "Upgrade: websocket\r\n",
+    ] {
+        let request = format!("GET /mcp/x HTTP/1.1\r\nHost: {target}\r\n{extra}\r\n");
+        let response = raw::tunnel_exchange(
+            proxy.port(),
+            &pki,
+            &target,
+            raw::Sni::Verified("localhost"),
+            request.as_bytes(),
+            Duration::ZERO,
+        )
+        .response();
+        assert_upgrade_refused(&response, "/mcp/x", "mcp[0]");
+    }
+    assert_eq!(
+        server.hits(),
+        0,
+        "an upgrade on the MCP path reached the server"
+    );
+    let line = proxy.audit_line_where("refusing the upgrade", |l| l["decision"] == "deny");
+    assert_eq!(line["reason"], "body_uninspectable", "{line}");
+    assert_eq!(line["kind"], "http", "{line}");
+    // Off the MCP path the same server still gets its WebSocket.
+    raw::websocket_echo(
+        proxy.port(),
+        &pki,
+        &target,
+        "localhost",
+        "/ws/echo",
+        &[b"hi"],
+    )
+    .unwrap_or_else(|outcome| panic!("the upgrade did not go through: {outcome:?}"));
+}
+
+#[test]
+fn upgrades_other_than_websocket_are_refused() {
+    let pki = TestPki::new();
+    // This server answers 101 to any upgrade: whatever it switched to would be relayed raw.
+    let server = FixtureServer::websocket(&pki);
+    let proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("GET localhost:{}/ws/**", server.port))
+        .resolve_loopback("localhost")
+        .start();
+    let target = format!("localhost:{}", server.port);
+    for offered in ["h2c", "foo", "websocket, h2c", "TLS/1.0"] {
+        let request = format!(
+            "GET /ws/x HTTP/1.1\r\nHost: {target}\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: {offered}\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {}\r\n\r\n",
+            raw::WS_KEY
+        );
+        let response = raw::tunnel_exchange(
+            proxy.port(),
+            &pki,
+            &target,
+            raw::Sni::Verified("localhost"),
+            request.as_bytes(),
+            Duration::ZERO,
+        )
+        .response();
+        assert_ne!(response.status, 101, "{offered}: {response:?}");
+        assert_upgrade_refused(&response, "/ws/x", "--allow[0]");
+    }
+    assert_eq!(
+        server.hits(),
+        0,
+        "a non-WebSocket upgrade reached the server"
+    );
+}
+
+#[test]
+fn an_h2c_upgrade_over_plain_http_is_refused() {
+    // What `curl --http2 http://...` sends: HTTP/1.1 asking to switch to cleartext h2.
+    let upstream = support::Upstream::plain();
+    let pki = TestPki::new();
+    let proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("localhost:{}", upstream.port()))
+        .resolve_loopback("localhost")
+        .start();
+    let request = format!(
+        "GET http://localhost:{port}/h2c HTTP/1.1\r\nHost: localhost:{port}\r\n\
+         Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\
+         HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+        port = upstream.port()
+    );
+    let response = raw::plain(proxy.port(), request.as_bytes());
+    assert_upgrade_refused(&response, "/h2c", "--allow[0]");
+    upstream.assert_untouched("an h2c upgrade");
 }

@@ -358,3 +358,58 @@ fn killing_airlock_kills_the_whole_sandbox() {
         "a process of the sandbox outlived airlock"
     );
 }
+
+#[test]
+fn a_rotated_run_log_needs_a_directory_of_its_own_and_rotates() {
+    if !namespaces_available("a_rotated_run_log_needs_a_directory_of_its_own_and_rotates") {
+        return;
+    }
+    let home = RunHome::new();
+    let marker = home.scratch().join("marker");
+    let touch = ["touch", marker.to_str().expect("utf-8 path")];
+    // The default log path's directory holds the working directory: it could not be
+    // hidden, so rotation is refused there (125, the command never runs).
+    let log = home.log_path();
+    let log = log.to_str().expect("utf-8 path");
+    let mut args = vec!["--log", log, "--audit-max-size", "1K", "--"];
+    args.extend_from_slice(&touch);
+    let output = home.run(&args);
+    assert_eq!(code(&output), 125, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("--audit-max-size"),
+        "{}",
+        output.stderr
+    );
+    assert!(!marker.exists(), "the command ran");
+    for bad in ["0", "1T", "lots"] {
+        let output = home.run(&["--audit-max-size", bad, "--", "true"]);
+        assert_eq!(code(&output), 125, "{bad}: {}", output.stderr);
+    }
+    // In a directory of its own the log rotates (distinct DNS names: nothing folds).
+    let logs = home.scratch().parent().expect("parent").join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    if let Some(uid) = support::test_user::uid() {
+        support::test_user::chown_tree(&logs, uid);
+    }
+    let log = logs.join("audit.jsonl");
+    let script = "for i in $(seq 1 40); do getent hosts n$i.example >/dev/null; done; true";
+    let output = home.run(&[
+        "--log",
+        log.to_str().expect("utf-8 path"),
+        "--audit-max-size",
+        "2K",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(code(&output), 0, "{}", output.stderr);
+    for name in ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"] {
+        let text = std::fs::read_to_string(logs.join(name)).expect("a log file");
+        assert!(text.len() <= 2048, "{name}: {} bytes", text.len());
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        );
+    }
+}

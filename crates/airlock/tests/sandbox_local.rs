@@ -683,3 +683,35 @@ fn a_sandbox_writes_its_workspace_and_its_policys_writable_directories_only() {
     assert!(!elsewhere.join("made").exists());
     home.must(&["rm", "fsw"]);
 }
+
+#[test]
+fn the_sandbox_audit_log_rotates_out_of_the_sandboxs_sight() {
+    if !namespaces_available("the_sandbox_audit_log_rotates_out_of_the_sandboxs_sight") {
+        return;
+    }
+    let home = SandboxHome::new();
+    create(&home, "rot", &["--audit-max-size".into(), "2K".into()], &[]);
+    let control = home.sandbox_dir("rot").join("control");
+    // Distinct names, so that nothing folds; then the command looks at the control files.
+    let script = format!(
+        "for i in $(seq 1 40); do getent hosts n$i.example >/dev/null; done; ls -A {} | wc -l",
+        control.display()
+    );
+    let run = home.exec_json("rot", &script);
+    assert_eq!(
+        run.stdout,
+        ["0"],
+        "the control directory is hidden: {run:?}"
+    );
+    let rotated = control.join("audit.jsonl.1");
+    assert!(
+        wait_until(Duration::from_secs(10), || rotated.exists()),
+        "no rotation in {}",
+        control.display()
+    );
+    for name in ["audit.jsonl", "audit.jsonl.1"] {
+        let text = std::fs::read_to_string(control.join(name)).expect("a log file");
+        assert!(text.len() <= 2048, "{name}: {} bytes", text.len());
+    }
+    home.must(&["rm", "rot"]);
+}
