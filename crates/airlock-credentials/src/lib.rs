@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 
 mod body;
-pub mod guard;
 pub mod foreign;
+pub mod guard;
 pub mod redact;
 pub mod surrogate;
 
@@ -27,8 +27,8 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STAN
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use body::BodySwap;
-pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
 pub use foreign::{CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMETERS};
+pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
 pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 

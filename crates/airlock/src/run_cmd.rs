@@ -457,7 +457,12 @@ fn count_would_deny(text: &str) -> u64 {
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|value| value.get("would").and_then(|w| w.as_str()) == Some("deny"))
-        .map(|value| value.get("count").and_then(serde_json::Value::as_u64).unwrap_or(1))
+        .map(|value| {
+            value
+                .get("count")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(1)
+        })
         .sum()
 }
 
