@@ -229,6 +229,12 @@ impl ScrubStream {
         out
     }
 
+    /// The scrubber this stream applies, for text that travels beside the body (the
+    /// trailers that end it).
+    pub fn scrubber(&self) -> &Scrubber {
+        &self.scrubber
+    }
+
     /// Ends the body: releases what was held back, scrubbed.
     pub fn finish(&mut self) -> Vec<u8> {
         let carry = std::mem::take(&mut self.carry);

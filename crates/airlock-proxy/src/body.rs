@@ -3,7 +3,8 @@
 //! line), and [`UploadBody`] is the client's streamed request body on its way upstream,
 //! counting bytes for the audit line. Neither buffers: frames pass as they come (a
 //! response from a secret's host is scrubbed on the way, holding back at most the longest
-//! encoded real value minus one byte between frames).
+//! encoded real value minus one byte between frames; trailers that end such a body follow
+//! the bytes held back and are scrubbed too).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use airlock_credentials::{BodySwap, GuardStream, ScrubStream};
+use airlock_credentials::{BodySwap, GuardStream, ScrubStream, Scrubber};
 use airlock_encoding::Decoder;
 use airlock_mcp::SseFilter;
 use bytes::Bytes;
@@ -20,6 +21,7 @@ use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
 use crate::record::{BodyReport, Exchange, Trip};
+use crate::scrub::scrub_headers;
 
 /// A response body: in-memory, or streamed from upstream and audited when it ends.
 pub struct ProxyBody {
@@ -31,12 +33,23 @@ pub struct ProxyBody {
 #[allow(clippy::large_enum_variant)]
 enum Kind {
     Full(Option<Bytes>),
-    Upstream {
-        inner: Incoming,
-        exchange: Option<Exchange>,
-        scrub: Option<Transform>,
-    },
+    Upstream(Streamed<Incoming>),
 }
+
+/// The upstream's body (`Incoming`; another body in unit tests) on its way to the client.
+struct Streamed<B> {
+    inner: B,
+    /// Completed (and audited) when the body ends, fails or is dropped.
+    exchange: Option<Exchange>,
+    /// The rewriting still under way (`None` once it has ended).
+    transform: Option<Transform>,
+    /// Frames ready to go before anything more is read: what the transform held back,
+    /// then the trailers that ended the body.
+    queued: VecDeque<Frame<Bytes>>,
+}
+
+/// One poll of a [`ProxyBody`].
+type BodyPoll = Poll<Option<Result<Frame<Bytes>, BodyError>>>;
 
 /// How a streamed response body is rewritten on its way.
 enum Transform {
@@ -74,6 +87,14 @@ impl Transform {
                     None => filtered,
                 })
             }
+        }
+    }
+
+    /// The scrubber applied after any filtering, if the host is a secret's.
+    fn scrubber(&self) -> Option<&Scrubber> {
+        match self {
+            Transform::Scrub(_, stream) => Some(stream.scrubber()),
+            Transform::Events { scrub, .. } => scrub.as_ref().map(ScrubStream::scrubber),
         }
     }
 
@@ -121,11 +142,7 @@ impl ProxyBody {
     /// of bytes relayed when the body ends, fails, or is dropped by the client.
     pub fn upstream(inner: Incoming, exchange: Exchange) -> Self {
         ProxyBody {
-            kind: Kind::Upstream {
-                inner,
-                exchange: Some(exchange),
-                scrub: None,
-            },
+            kind: Kind::Upstream(Streamed::new(inner, Some(exchange), None)),
         }
     }
 
@@ -139,11 +156,11 @@ impl ProxyBody {
         scrub: ScrubStream,
     ) -> Self {
         ProxyBody {
-            kind: Kind::Upstream {
+            kind: Kind::Upstream(Streamed::new(
                 inner,
-                exchange: Some(exchange),
-                scrub: Some(Transform::Scrub(decoder.map(Box::new), scrub)),
-            },
+                Some(exchange),
+                Some(Transform::Scrub(decoder.map(Box::new), scrub)),
+            )),
         }
     }
 
@@ -157,14 +174,14 @@ impl ProxyBody {
         scrub: Option<ScrubStream>,
     ) -> Self {
         ProxyBody {
-            kind: Kind::Upstream {
+            kind: Kind::Upstream(Streamed::new(
                 inner,
-                exchange: Some(exchange),
-                scrub: Some(Transform::Events {
+                Some(exchange),
+                Some(Transform::Events {
                     filter: Box::new(filter),
                     scrub,
                 }),
-            },
+            )),
         }
     }
 }
@@ -173,7 +190,7 @@ impl ProxyBody {
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How a stopped transform ends the body.
-fn stopped(stop: Stop) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+fn stopped(stop: Stop) -> BodyPoll {
     match stop {
         Stop::End => Poll::Ready(None),
         Stop::Abort => Poll::Ready(Some(Err(
@@ -182,76 +199,120 @@ fn stopped(stop: Stop) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
     }
 }
 
+impl<B> Streamed<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BodyError>,
+{
+    fn new(inner: B, exchange: Option<Exchange>, transform: Option<Transform>) -> Self {
+        Streamed {
+            inner,
+            exchange,
+            transform,
+            queued: VecDeque::new(),
+        }
+    }
+
+    /// The next frame for the client, or why the transform stops the body.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Result<BodyPoll, Stop> {
+        loop {
+            if let Some(frame) = self.queued.pop_front() {
+                return Ok(Poll::Ready(Some(Ok(frame))));
+            }
+            let polled = Pin::new(&mut self.inner).poll_frame(cx).map_err(Into::into);
+            let Some(transform) = self.transform.as_mut() else {
+                return Ok(polled);
+            };
+            match polled {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        let clean = transform.push(&data)?;
+                        self.queue_data(clean);
+                    }
+                    Err(trailers) => self.end_transform(Some(trailers))?,
+                },
+                // The end is seen again on the next poll, once the queue is empty.
+                Poll::Ready(None) => self.end_transform(None)?,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Ends the transform: what it held back is queued first, then the `trailers` that
+    /// ended the body (their values scrubbed when the host is a secret's).
+    fn end_transform(&mut self, trailers: Option<Frame<Bytes>>) -> Result<(), Stop> {
+        let Some(mut transform) = self.transform.take() else {
+            return Ok(());
+        };
+        let rest = transform.finish()?;
+        self.queue_data(rest);
+        if let Some(frame) = trailers {
+            let frame = match (frame.into_trailers(), transform.scrubber()) {
+                (Ok(mut trailers), Some(scrubber)) => {
+                    scrub_headers(scrubber, &mut trailers);
+                    Frame::trailers(trailers)
+                }
+                (Ok(trailers), None) => Frame::trailers(trailers),
+                (Err(other), _) => other,
+            };
+            self.queued.push_back(frame);
+        }
+        Ok(())
+    }
+
+    fn queue_data(&mut self, data: Vec<u8>) {
+        if !data.is_empty() {
+            self.queued.push_back(Frame::data(Bytes::from(data)));
+        }
+    }
+
+    /// Counts the bytes of a frame on its way; at the end (or a failure) completes the
+    /// exchange, which writes its audit line.
+    fn record(&mut self, polled: &BodyPoll) {
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(exchange)) = (frame.data_ref(), self.exchange.as_mut()) {
+                    exchange.add_bytes_down(data.len() as u64);
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                self.exchange.take();
+            }
+            Poll::Pending => {}
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.transform.is_none() && self.queued.is_empty() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.transform.is_none() && self.queued.is_empty() {
+            self.inner.size_hint()
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
 impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BodyError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> BodyPoll {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Upstream {
-                inner,
-                exchange,
-                scrub,
-            } => loop {
-                let polled = Pin::new(&mut *inner)
-                    .poll_frame(cx)
-                    .map_err(BodyError::from);
-                let polled = match (polled, scrub.as_mut()) {
-                    (Poll::Ready(Some(Ok(frame))), Some(stream)) => match frame.into_data() {
-                        Ok(data) => {
-                            let clean = match stream.push(&data) {
-                                Ok(clean) => clean,
-                                Err(stop) => {
-                                    // Dropping the upstream body and the exchange writes
-                                    // the audit line.
-                                    this.kind = Kind::Full(None);
-                                    return stopped(stop);
-                                }
-                            };
-                            if clean.is_empty() {
-                                continue;
-                            }
-                            Poll::Ready(Some(Ok(Frame::data(Bytes::from(clean)))))
-                        }
-                        Err(frame) => Poll::Ready(Some(Ok(frame))),
-                    },
-                    (Poll::Ready(None), Some(stream)) => {
-                        let rest = match stream.finish() {
-                            Ok(rest) => rest,
-                            Err(stop) => {
-                                this.kind = Kind::Full(None);
-                                return stopped(stop);
-                            }
-                        };
-                        *scrub = None;
-                        if rest.is_empty() {
-                            Poll::Ready(None)
-                        } else {
-                            // The end is seen again on the next poll.
-                            Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))))
-                        }
-                    }
-                    (polled, _) => polled,
-                };
-                match &polled {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        if let (Some(data), Some(exchange)) = (frame.data_ref(), exchange.as_mut())
-                        {
-                            exchange.add_bytes_down(data.len() as u64);
-                        }
-                    }
-                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
-                        // Dropping completes the exchange and writes its audit line.
-                        exchange.take();
-                    }
-                    Poll::Pending => {}
+            Kind::Upstream(streamed) => match streamed.poll_next(cx) {
+                Ok(polled) => {
+                    streamed.record(&polled);
+                    polled
                 }
-                return polled;
+                Err(stop) => {
+                    // Dropping the upstream body and the exchange writes the audit line.
+                    this.kind = Kind::Full(None);
+                    stopped(stop)
+                }
             },
         }
     }
@@ -259,17 +320,14 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Full(bytes) => bytes.is_none(),
-            Kind::Upstream { inner, scrub, .. } => scrub.is_none() && inner.is_end_stream(),
+            Kind::Upstream(streamed) => streamed.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Upstream {
-                inner, scrub: None, ..
-            } => inner.size_hint(),
-            Kind::Upstream { .. } => SizeHint::default(),
+            Kind::Upstream(streamed) => streamed.size_hint(),
         }
     }
 }
@@ -484,10 +542,105 @@ impl Body for UploadBody {
     }
 }
 
-/// Whether `headers` declare a content coding other than identity (the body then cannot
-/// be scanned or scrubbed).
+/// Whether `headers` declare a content coding other than identity in any of their
+/// `Content-Encoding` values (the body then cannot be scanned or scrubbed as it is):
+/// `identity` on one line and `gzip` on the next is a gzip body.
 pub(crate) fn is_encoded(headers: &http::HeaderMap) -> bool {
     headers
-        .get(http::header::CONTENT_ENCODING)
-        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_credentials::Credentials;
+    use airlock_policy::model::{Secret, SecretSource};
+    use http::header::CONTENT_ENCODING;
+    use http::{HeaderMap, HeaderValue};
+    use http_body_util::StreamBody;
+    use std::convert::Infallible;
+
+    const REAL: &str = "sk-unit-REAL-0123456789abcdef";
+    const SURROGATE: &str = "surrogate-unit-0123456789abcd";
+
+    fn scrubber() -> Scrubber {
+        let secret = Secret {
+            surrogate: Some(SURROGATE.to_owned()),
+            ..Secret::new("KEY", SecretSource::Env("KEY".to_owned()))
+        };
+        Credentials::new(vec![(secret, REAL.to_owned())])
+            .expect("credentials")
+            .scrubber()
+    }
+
+    /// Every frame `streamed` gives until its end (the test bodies are always ready).
+    fn drain<B>(mut streamed: Streamed<B>) -> Vec<Frame<Bytes>>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BodyError>,
+    {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut frames = Vec::new();
+        loop {
+            match streamed.poll_next(&mut cx) {
+                Ok(Poll::Ready(Some(Ok(frame)))) => frames.push(frame),
+                Ok(Poll::Ready(None)) => return frames,
+                _ => panic!("the test body failed or stalled"),
+            }
+        }
+    }
+
+    #[test]
+    fn held_bytes_go_before_the_trailers_which_are_scrubbed() {
+        let mut trailers = HeaderMap::new();
+        let echoed = HeaderValue::from_str(&format!("Bearer {REAL}")).unwrap();
+        trailers.insert("x-echo", echoed);
+        let (head, tail) = REAL.split_at(10);
+        let frames = [
+            Frame::data(Bytes::from(format!("the value is {head}"))),
+            Frame::data(Bytes::from(format!("{tail}."))),
+            Frame::trailers(trailers),
+        ];
+        let body = StreamBody::new(futures_util::stream::iter(
+            frames.into_iter().map(Ok::<_, Infallible>),
+        ));
+        let transform = Transform::Scrub(None, scrubber().stream());
+        let out = drain(Streamed::new(body, None, Some(transform)));
+        let (last, data) = out.split_last().expect("frames");
+        let text: Vec<u8> = data
+            .iter()
+            .flat_map(|frame| frame.data_ref().expect("data before trailers").to_vec())
+            .collect();
+        assert_eq!(text, format!("the value is {SURROGATE}.").as_bytes());
+        let trailers = last.trailers_ref().expect("the trailers come last");
+        assert_eq!(trailers["x-echo"], format!("Bearer {SURROGATE}").as_str());
+    }
+
+    #[test]
+    fn trailers_of_an_unscrubbed_body_pass_as_they_are() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let frames = [Frame::data(Bytes::from("x")), Frame::trailers(trailers)];
+        let body = StreamBody::new(futures_util::stream::iter(
+            frames.into_iter().map(Ok::<_, Infallible>),
+        ));
+        let out = drain(Streamed::new(body, None, None));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].trailers_ref().expect("trailers")["grpc-status"], "0");
+    }
+
+    #[test]
+    fn every_content_encoding_line_counts() {
+        let mut headers = http::HeaderMap::new();
+        assert!(!is_encoded(&headers));
+        headers.append(CONTENT_ENCODING, HeaderValue::from_static("identity"));
+        assert!(!is_encoded(&headers));
+        headers.append(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        assert!(is_encoded(&headers), "a coding on the second line");
+        let mut listed = http::HeaderMap::new();
+        listed.insert(CONTENT_ENCODING, HeaderValue::from_static("identity, br"));
+        assert!(is_encoded(&listed));
+    }
 }

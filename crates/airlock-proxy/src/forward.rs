@@ -7,7 +7,6 @@
 //! decision on it is the request to its route's upstream, the route standing in for the
 //! allow rule and adding its secret to the scope.
 
-use std::borrow::Cow;
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -37,6 +36,7 @@ use crate::malformed::malformed;
 use crate::mcp::{self, Inspected};
 use crate::record::{Exchange, Line, LineKind, Trip};
 use crate::refusal::{self, Refused};
+use crate::scrub::scrub_head;
 use crate::upstream::DialError;
 use crate::websocket;
 
@@ -337,6 +337,9 @@ pub(crate) async fn serve(
         Err(error) => return Ok(upstream_failed(exchange, &error)),
     };
     exchange.set_status(response.status().as_u16());
+    // Every head from a secret's host is scrubbed: header values and the reason phrase.
+    // 1xx heads never reach this point: hyper's client reads past them (docs/secrets.md).
+    let scrubber = scrub.then(|| shared.credentials.load().scrubber());
     if let Some(on_client_upgrade) = on_client_upgrade
         && response.status() == http::StatusCode::SWITCHING_PROTOCOLS
     {
@@ -357,14 +360,16 @@ pub(crate) async fn serve(
             message_guards,
             message_guard,
         );
-        let (parts, _) = response.into_parts();
+        let (mut parts, _) = response.into_parts();
+        if let Some(scrubber) = &scrubber {
+            scrub_head(scrubber, &mut parts);
+        }
         return Ok(Response::from_parts(parts, ProxyBody::empty()));
     }
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
-    let scrubber = scrub.then(|| shared.credentials.load().scrubber());
     if let Some(scrubber) = &scrubber {
-        scrub_headers(scrubber, &mut parts.headers);
+        scrub_head(scrubber, &mut parts);
     }
     let (mut parts, body, mut exchange) = match mcp_guard {
         None => (parts, body, exchange),
@@ -748,17 +753,6 @@ fn content_decoder(
     headers.remove(header::CONTENT_ENCODING);
     headers.remove(header::CONTENT_LENGTH);
     Ok(Some(decoder))
-}
-
-/// Replaces real secret values in response header values by their surrogates.
-fn scrub_headers(scrubber: &airlock_credentials::Scrubber, headers: &mut HeaderMap) {
-    for value in headers.values_mut() {
-        if let Cow::Owned(clean) = scrubber.scrub(value.as_bytes())
-            && let Ok(clean) = HeaderValue::from_bytes(&clean)
-        {
-            *value = clean;
-        }
-    }
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.

@@ -27,6 +27,7 @@ pub mod record;
 pub mod refusal;
 pub mod relay;
 pub mod rewind;
+mod scrub;
 mod server;
 pub mod transparent;
 mod tunnel;

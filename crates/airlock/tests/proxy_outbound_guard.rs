@@ -551,6 +551,15 @@ fn compressed_request_bodies_are_searched_decoded() {
         let line = setup.line(&path);
         assert_eq!(line["reason"], "secret_out_of_scope", "{coding}: {line}");
     }
+    // `identity` on one line and `gzip` on the next is a gzip body, searched decoded.
+    let file = dir.path().join("leak.lines");
+    std::fs::write(&file, encode("gzip", &leak)).unwrap();
+    let body = format!("@{}", file.display());
+    let lines = ["Content-Encoding: identity", "Content-Encoding: gzip"];
+    let response = setup.send("other.test", "/coded/lines", &lines, Some(&body));
+    assert!(response.status != 200, "two lines: {response:?}");
+    let line = setup.line("/coded/lines");
+    assert_eq!(line["reason"], "secret_out_of_scope", "two lines: {line}");
     setup.assert_never_received("coded bodies", &[&REAL.as_bytes()[..6]]);
     // A clean coded body reaches the upstream decoded, without its coding.
     let clean = dir.path().join("clean.gz");

@@ -12,6 +12,7 @@ pub mod fixture_server;
 pub mod pki;
 pub mod proxy;
 pub mod raw;
+pub mod scripted;
 pub mod test_user;
 pub mod tools;
 pub mod upstream;

@@ -32,6 +32,9 @@ pub struct RawResponse {
     pub headers: Vec<(String, String)>,
     /// Body (chunked framing removed when the response was chunked).
     pub body: Vec<u8>,
+    /// Trailer name (lower-case) / value pairs (h2 responses only; over HTTP/1.1 they are
+    /// in `raw`).
+    pub trailers: Vec<(String, String)>,
     /// Whether the peer closed the connection (for the `*_expect_close` functions: within a
     /// few seconds after a complete response).
     pub closed: bool,
@@ -414,6 +417,34 @@ pub fn connect_h2(
     sni: &str,
     uri: &str,
 ) -> TunnelOutcome {
+    let request = hyper::Request::get(uri)
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    connect_h2_request(proxy_port, pki, connect_target, sni, request)
+}
+
+/// The name/value pairs of `headers`, names lower-case.
+fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// As [`connect_h2`], sending `request` (its headers included); the response's trailers
+/// are kept.
+pub fn connect_h2_request(
+    proxy_port: u16,
+    pki: &TestPki,
+    connect_target: &str,
+    sni: &str,
+    request: hyper::Request<Empty<Bytes>>,
+) -> TunnelOutcome {
     runtime().block_on(async {
         let deadline = Instant::now() + EXCHANGE_TIMEOUT;
         let stream = match connect(proxy_port, connect_target, deadline).await {
@@ -433,36 +464,25 @@ pub fn connect_h2(
                     .await
                     .map_err(|e| format!("h2 handshake: {e}"))?;
             tokio::spawn(connection);
-            let request = hyper::Request::get(uri)
-                .body(Empty::<Bytes>::new())
-                .map_err(|e| format!("request: {e}"))?;
             let response = sender
                 .send_request(request)
                 .await
                 .map_err(|e| format!("h2 request: {e}"))?;
             let status = response.status().as_u16();
-            let headers = response
-                .headers()
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
-            let body = response
+            let headers = header_pairs(response.headers());
+            let collected = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| format!("h2 body: {e}"))?
-                .to_bytes()
-                .to_vec();
+                .map_err(|e| format!("h2 body: {e}"))?;
+            let trailers = collected.trailers().map(header_pairs).unwrap_or_default();
+            let body = collected.to_bytes().to_vec();
             Ok::<_, String>(RawResponse {
                 status,
                 headers,
                 raw: body.clone(),
                 body,
+                trailers,
                 closed: false,
             })
         };

@@ -5,20 +5,31 @@
 //! Endpoints: `/bytes/N` answers N bytes of [`pattern_bytes`]; `/compressed` answers with
 //! `content-encoding: gzip` whatever was asked for; `/reflect` answers the
 //! received `x-reflect` header value in a response header (`x-reflected`) and, in a text
-//! body, in every encoding of [`super::encodings::reflect_document`]; every other path echoes the
+//! body, in every encoding of [`super::encodings::reflect_document`]; `/coded-echo?list=gzip,br`
+//! (or `?lines=identity,gzip`) echoes the request's headers as JSON coded with each listed
+//! coding in turn, declared in one `Content-Encoding` value (`list`) or one line per
+//! coding (`lines`). Three echo the received `Authorization` value outside the body:
+//! `/reason-echo` in the status reason phrase (`200 Echo <value>`, HTTP/1.1 only),
+//! `/trailers-echo` in an `x-echo` trailer after a short body (`end-of-body`; over
+//! HTTP/1.1 chunked, when the request says `TE: trailers`), `/ws-echo` in a `101`
+//! answer's `x-echo` header and reason phrase (the upgraded connection is then dropped).
+//! Every other path echoes the
 //! request as JSON: `{method, version, path, query, authority, headers: [[name, value]...],
 //! body_len, body}` (`path` and `query` exactly as received; `body` only when UTF-8 and at
 //! most 64 KiB).
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
+use hyper::body::{Body, Frame};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
@@ -83,6 +94,12 @@ impl Upstream {
     /// Starts a TLS upstream offering h2 and http/1.1.
     pub fn tls(pki: &TestPki) -> Upstream {
         Upstream::start(Some(pki.upstream_server_config(&[b"h2", b"http/1.1"])))
+    }
+
+    /// Starts a TLS upstream offering http/1.1 only (for what only HTTP/1.1 carries: a
+    /// status reason phrase, chunked trailers).
+    pub fn tls_http1(pki: &TestPki) -> Upstream {
+        Upstream::start(Some(pki.upstream_server_config(&[b"http/1.1"])))
     }
 
     /// Starts a plain-HTTP upstream (http/1.1 and h2 prior knowledge).
@@ -176,7 +193,7 @@ async fn accept_loop(
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let record = Arc::clone(&record);
-                async move { Ok::<_, Infallible>(handle(req, &record).await) }
+                async move { Ok::<_, Infallible>(respond(req, &record).await) }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             match acceptor {
@@ -196,6 +213,120 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// A body of frames given in advance, of no declared length (chunked over HTTP/1.1).
+pub struct FramesBody(VecDeque<Frame<Bytes>>);
+
+impl Body for FramesBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.get_mut().0.pop_front().map(Ok))
+    }
+}
+
+/// What the upstream answers with.
+type UpstreamBody = Either<Full<Bytes>, FramesBody>;
+
+/// Answers one request: [`handle`], then the routes that echo the `Authorization` value
+/// outside the body reshape its answer.
+async fn respond(req: Request<Incoming>, record: &Record) -> Response<UpstreamBody> {
+    let path = req.uri().path().to_owned();
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let response = handle(req, record).await;
+    let echo = || hyper::header::HeaderValue::from_str(&authorization).expect("echo value");
+    let reason = |prefix: &str| {
+        hyper::ext::ReasonPhrase::try_from(format!("{prefix} {authorization}")).expect("reason")
+    };
+    match path.as_str() {
+        "/reason-echo" => {
+            let mut response = response.map(Either::Left);
+            response.extensions_mut().insert(reason("Echo"));
+            response
+        }
+        "/trailers-echo" => {
+            let mut trailers = hyper::HeaderMap::new();
+            trailers.insert("x-echo", echo());
+            let frames = [
+                Frame::data(Bytes::from_static(b"end-of-body")),
+                Frame::trailers(trailers),
+            ];
+            Response::builder()
+                .header("content-type", "text/plain")
+                .header("trailer", "x-echo")
+                .body(Either::Right(FramesBody(frames.into())))
+                .expect("trailers response")
+        }
+        "/ws-echo" => {
+            let mut response = Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header("upgrade", "websocket")
+                .header("connection", "upgrade")
+                .header("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+                .header("x-echo", echo())
+                .body(Either::Left(Full::new(Bytes::new())))
+                .expect("101 response");
+            response.extensions_mut().insert(reason("Switching"));
+            response
+        }
+        _ => response.map(Either::Left),
+    }
+}
+
+/// `data` coded with each of `codings` in turn (`identity` leaves it as it is).
+fn encode_layers(mut data: Vec<u8>, codings: &[&str]) -> Vec<u8> {
+    use std::io::Write as _;
+    for coding in codings {
+        data = match *coding {
+            "gzip" => {
+                let mut encoder =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                encoder.write_all(&data).expect("gzip");
+                encoder.finish().expect("gzip end")
+            }
+            "br" => {
+                let mut out = Vec::new();
+                let mut encoder = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+                encoder.write_all(&data).expect("br");
+                drop(encoder);
+                out
+            }
+            "zstd" => zstd::encode_all(data.as_slice(), 3).expect("zstd"),
+            "identity" => data,
+            other => panic!("no such coding in the test upstream: {other}"),
+        };
+    }
+    data
+}
+
+/// The `/coded-echo` answer: `echo` coded as the query says (`list=` one header value,
+/// `lines=` one header line per coding).
+fn coded_echo(query: &str, echo: &Value) -> Response<Full<Bytes>> {
+    let (form, codings) = query.split_once('=').unwrap_or(("list", ""));
+    let codings: Vec<&str> = codings.split(',').filter(|c| !c.is_empty()).collect();
+    let body = encode_layers(echo.to_string().into_bytes(), &codings);
+    let mut builder = Response::builder()
+        .header("content-type", "application/json")
+        .header("x-upstream", "coded-echo");
+    if form == "lines" {
+        for coding in &codings {
+            builder = builder.header("content-encoding", *coding);
+        }
+    } else {
+        builder = builder.header("content-encoding", codings.join(", "));
+    }
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .expect("coded-echo response")
 }
 
 async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>> {
@@ -272,6 +403,10 @@ async fn handle(req: Request<Incoming>, record: &Record) -> Response<Full<Bytes>
             .header("x-upstream", "gzip-echo")
             .body(Full::new(Bytes::from(encoder.finish().expect("gzip end"))))
             .expect("gzip-echo response");
+    }
+    if path == "/coded-echo" {
+        let echo = json!({"headers": headers.iter().map(|(n, v)| vec![n.clone(), v.clone()]).collect::<Vec<_>>()});
+        return coded_echo(parts.uri.query().unwrap_or_default(), &echo);
     }
     if path == "/reflect" {
         let value = headers
