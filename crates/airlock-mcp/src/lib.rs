@@ -1,6 +1,6 @@
 //! MCP inspection for airlock (pure, no I/O): parses a JSON-RPC request body (one message
 //! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule (and its
-//! argument guards on `params.arguments`, [`mod@args`]), builds
+//! argument guards on `params.arguments`), builds
 //! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
 //! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
 //! advertised. It also checks request bodies against `json_deny` body guards

@@ -180,7 +180,7 @@ fn regex_gist(error: &regex::Error) -> String {
 }
 
 /// Whether `value` has a `..` segment (separated by `/` or `\`), as written or after one
-/// to [`DECODE_ROUNDS`] rounds of percent-decoding.
+/// to four rounds of percent-decoding.
 pub fn has_dot_dot(value: &str) -> bool {
     let mut bytes = value.as_bytes().to_vec();
     for _ in 0..=DECODE_ROUNDS {
