@@ -13,6 +13,7 @@ fn rule() -> McpRule {
         path: "/mcp".into(),
         allow: vec!["read_file".into(), "list_dir".into(), "search".into()],
         deny: vec!["run_command".into(), "write_file".into()],
+        args: Vec::new(),
     }
 }
 

@@ -90,6 +90,11 @@ impl<'a> Object<'a> {
         self.members.iter().find(|m| m.key == key).map(|m| m.raw)
     }
 
+    /// Every key, decoded, in order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|m| m.key.as_str())
+    }
+
     /// Replaces the value of the existing member `key` by the JSON text `json`.
     pub(crate) fn set(&mut self, key: &str, json: &str) {
         if let Some(member) = self.members.iter_mut().find(|m| m.key == key) {

@@ -1,5 +1,6 @@
 //! MCP inspection for airlock (pure, no I/O): parses a JSON-RPC request body (one message
-//! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule, builds
+//! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule (and its
+//! argument guards on `params.arguments`), builds
 //! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
 //! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
 //! advertised. It also checks request bodies against `json_deny` body guards
@@ -13,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod body_guard;
 mod json;
 mod sse;
@@ -80,6 +82,9 @@ pub struct Call {
     pub tool: String,
     /// Whether it is forwarded.
     pub allowed: bool,
+    /// The guarded argument that refused an otherwise allowed tool (`mcp_argument_denied`);
+    /// `None` when allowed or refused for the tool itself (`mcp_tool_denied`).
+    pub argument: Option<String>,
 }
 
 /// What to do with an inspected request body.
@@ -169,22 +174,51 @@ fn classify<'a>(
     })?;
     let name = params.get("name").ok_or(Uninspectable::ToolNameMissing)?;
     let tool: String = json::parse_as(name).map_err(|_| Uninspectable::ToolNameMissing)?;
-    let allowed = tool_allowed(rule, &tool);
-    if !allowed {
+    let argument = if tool_allowed(rule, &tool) {
+        args::refused_argument(&params, rule, &tool)?
+    } else {
         message.denied = Some(denial(id, &tool));
+        None
+    };
+    if let Some(argument) = &argument {
+        message.denied = Some(argument_denial(id, &tool, argument));
     }
-    calls.push(Call { tool, allowed });
+    let allowed = message.denied.is_none();
+    calls.push(Call {
+        tool,
+        allowed,
+        argument,
+    });
     Ok(message)
 }
 
 /// The JSON-RPC error for a denied call (docs/contract.md §4), `id` copied as sent.
 pub fn denial(id: Option<&RawValue>, tool: &str) -> String {
+    let message = format!("tool call denied by policy: {tool}");
+    rpc_error(id, &message, "mcp_tool_denied", tool, None)
+}
+
+/// The JSON-RPC error for a call whose argument `argument` (as named in the guard) was
+/// refused (docs/contract.md §4), `id` copied as sent.
+pub fn argument_denial(id: Option<&RawValue>, tool: &str, argument: &str) -> String {
+    let message = format!("tool call denied by policy: {tool} argument {argument}");
+    rpc_error(id, &message, "mcp_argument_denied", tool, Some(argument))
+}
+
+fn rpc_error(
+    id: Option<&RawValue>,
+    message: &str,
+    reason: &str,
+    tool: &str,
+    argument: Option<&str>,
+) -> String {
     let id = id.map_or("null", RawValue::get);
-    let tool_json = quote(tool);
-    let message = quote(&format!("tool call denied by policy: {tool}"));
+    let argument = argument.map_or_else(String::new, |a| format!(",\"argument\":{}", quote(a)));
     format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32602,\"message\":{message},\
-         \"data\":{{\"reason\":\"mcp_tool_denied\",\"tool\":{tool_json}}}}}}}"
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32602,\"message\":{},\
+         \"data\":{{\"reason\":\"{reason}\",\"tool\":{}{argument}}}}}}}",
+        quote(message),
+        quote(tool)
     )
 }
 

@@ -8,6 +8,7 @@ fn rule(allow: &[&str], deny: &[&str]) -> McpRule {
         path: "/mcp".into(),
         allow: allow.iter().map(|s| s.to_string()).collect(),
         deny: deny.iter().map(|s| s.to_string()).collect(),
+        args: Vec::new(),
     }
 }
 
@@ -40,7 +41,8 @@ fn allowed_call_is_forwarded_as_is() {
         got.calls,
         vec![Call {
             tool: "read_file".into(),
-            allowed: true
+            allowed: true,
+            argument: None,
         }]
     );
 }
@@ -208,6 +210,8 @@ fn sse_events_are_filtered_and_bad_ones_end_the_stream() {
     let mut filter = SseFilter::new(r, Box::new(|_| true), &[]);
     assert!(filter.push(b"data: {}\rdata: x\n\n").is_err());
 }
+
+mod args;
 
 proptest! {
     #[test]

@@ -56,11 +56,13 @@ pub enum Reason {
     /// A well-known credential format (not a surrogate, not a configured value) was on its
     /// way to a host `dlp.allow` does not name.
     CredentialOutbound,
+    /// An MCP `tools/call` passed an argument value its tool's argument guard refuses.
+    McpArgumentDenied,
 }
 
 impl Reason {
     /// Every reason, in contract order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::HostNotAllowed,
         Reason::MethodNotAllowed,
         Reason::PathNotAllowed,
@@ -73,6 +75,7 @@ impl Reason {
         Reason::BodyUninspectable,
         Reason::McpToolDenied,
         Reason::CredentialOutbound,
+        Reason::McpArgumentDenied,
     ];
 
     /// The contract spelling, e.g. `host_not_allowed`.
@@ -90,6 +93,7 @@ impl Reason {
             Reason::BodyUninspectable => "body_uninspectable",
             Reason::McpToolDenied => "mcp_tool_denied",
             Reason::CredentialOutbound => "credential_outbound",
+            Reason::McpArgumentDenied => "mcp_argument_denied",
         }
     }
 }
@@ -223,6 +227,12 @@ impl Reason {
                     "configure it as a secret with a placeholder, or name {host} under dlp.allow in \
                      airlock.yaml if that credential belongs there"
                 ),
+            ),
+            Reason::McpArgumentDenied => (
+                format!("an MCP tool call to {host} passed an argument refused by {rule}"),
+                "widen the tool's guard under mcp[].tools.args in airlock.yaml if the agent \
+                 should pass that value"
+                    .to_owned(),
             ),
         };
         Explanation { message, hint }

@@ -11,6 +11,7 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
+use crate::mcp_args::ArgGuard;
 use crate::model::{HostPattern, McpRule, Policy, Route, Rule, Secret, SecretSource, Target};
 
 /// The native YAML of `policy`, starting with `version: 1`.
@@ -223,6 +224,59 @@ struct McpOut<'a> {
 struct ToolsOut<'a> {
     allow: &'a [String],
     deny: &'a [String],
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    args: Ordered<&'a str, Ordered<&'a str, Vec<PatternOut<'a>>>>,
+}
+
+/// A mapping written in the order of its entries.
+struct Ordered<K, V>(Vec<(K, V)>);
+
+impl<K, V> Ordered<K, V> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<K: Serialize, V: Serialize> Serialize for Ordered<K, V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// One allowed value of an argument guard: a glob, or `{regex: RE}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PatternOut<'a> {
+    Glob(&'a str),
+    Regex { regex: &'a str },
+}
+
+/// `tools.args`, grouped by tool in the order the guards came.
+fn args_out(guards: &[ArgGuard]) -> Ordered<&str, Ordered<&str, Vec<PatternOut<'_>>>> {
+    let mut tools: Vec<(&str, Ordered<&str, Vec<PatternOut<'_>>>)> = Vec::new();
+    for guard in guards {
+        let patterns = guard
+            .patterns
+            .iter()
+            .map(|p| {
+                if p.is_regex() {
+                    PatternOut::Regex { regex: &p.text }
+                } else {
+                    PatternOut::Glob(&p.text)
+                }
+            })
+            .collect();
+        let entry = (guard.argument.text.as_str(), patterns);
+        match tools.iter_mut().find(|(tool, _)| *tool == guard.tool) {
+            Some((_, arguments)) => arguments.0.push(entry),
+            None => tools.push((&guard.tool, Ordered(vec![entry]))),
+        }
+    }
+    Ordered(tools)
 }
 
 impl<'a> From<&'a McpRule> for McpOut<'a> {
@@ -233,6 +287,7 @@ impl<'a> From<&'a McpRule> for McpOut<'a> {
             tools: ToolsOut {
                 allow: &rule.allow,
                 deny: &rule.deny,
+                args: args_out(&rule.args),
             },
         }
     }

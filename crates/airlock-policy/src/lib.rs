@@ -26,6 +26,7 @@ pub mod import;
 pub mod json_deny;
 pub mod load;
 pub mod matcher;
+pub mod mcp_args;
 pub mod mode;
 pub mod model;
 pub mod net;

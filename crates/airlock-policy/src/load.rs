@@ -14,6 +14,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::canonical::{self, Host};
 use crate::json_deny::{self, JsonDeny, check_value_glob};
+use crate::mcp_args::{self, ArgGuard, ArgPattern};
 use crate::model::{
     HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
 };
@@ -349,7 +350,11 @@ const SECRET_KEYS: &[&str] = &[
 const SECRET_SOURCES: &[&str] = &["env", "file", "value", "command"];
 const INJECT_KEYS: &[&str] = &["header", "format"];
 const MCP_KEYS: &[&str] = &["host", "path", "tools"];
-const TOOLS_KEYS: &[&str] = &["allow", "deny"];
+
+/// An `mcp` rule's `tools`: allow, deny, argument guards.
+type Tools = (Vec<String>, Vec<String>, Vec<ArgGuard>);
+const TOOLS_KEYS: &[&str] = &["allow", "deny", "args"];
+const REGEX_KEYS: &[&str] = &["regex"];
 const ROUTE_KEYS: &[&str] = &["prefix", "upstream", "secret"];
 
 /// Walks the node tree, building the policy and collecting every error.
@@ -1335,13 +1340,14 @@ impl Checker<'_> {
                     None
                 }
             };
-            if let (Some(host), Some(path), Some((allow, deny))) = (host, path, tools) {
+            if let (Some(host), Some(path), Some((allow, deny, args))) = (host, path, tools) {
                 rules.push(McpRule {
                     id,
                     host,
                     path,
                     allow,
                     deny,
+                    args,
                 });
             }
         }
@@ -1463,10 +1469,10 @@ impl Checker<'_> {
         out
     }
 
-    fn tools(&mut self, node: &Node, what: &str) -> Option<(Vec<String>, Vec<String>)> {
+    fn tools(&mut self, node: &Node, what: &str) -> Option<Tools> {
         let fields = self.fields(node, what, TOOLS_KEYS)?;
         let mut lists = [Vec::new(), Vec::new()];
-        for (key, names) in TOOLS_KEYS.iter().zip(lists.iter_mut()) {
+        for (key, names) in ["allow", "deny"].iter().zip(lists.iter_mut()) {
             let Some(list_node) = fields.get(key) else {
                 continue;
             };
@@ -1483,7 +1489,104 @@ impl Checker<'_> {
             }
         }
         let [allow, deny] = lists;
-        Some((allow, deny))
+        let args = fields
+            .get("args")
+            .map(|args| self.tool_args(args, &format!("{what}.args")))
+            .unwrap_or_default();
+        Some((allow, deny, args))
+    }
+
+    /// `tools.args`: `{TOOL: {ARGUMENT: [glob | {regex: RE}, ...] | {regex: RE}}}`
+    /// (docs/policy.md, "MCP tool rules").
+    fn tool_args(&mut self, node: &Node, what: &str) -> Vec<ArgGuard> {
+        let Some(tools) = self.entries(node, what) else {
+            return Vec::new();
+        };
+        let mut guards = Vec::new();
+        for (tool, _, tool_node) in tools.entries {
+            let tool_what = format!("{what}.{}", shown(tool));
+            let Some(arguments) = self.entries(tool_node, &tool_what) else {
+                continue;
+            };
+            if arguments.entries.is_empty() {
+                let message = format!(
+                    "{tool_what} names no argument: guard one, as in `{{path: [\"/workspace/**\"]}}`, or remove the tool"
+                );
+                self.error(tool_node.pos, message);
+            }
+            for (name, pos, value) in arguments.entries {
+                let arg_what = format!("{tool_what}.{}", shown(name));
+                let argument = match mcp_args::parse_arg_path(name) {
+                    Ok(argument) => argument,
+                    Err(problem) => {
+                        self.error(pos, format!("{arg_what}: {problem}"));
+                        continue;
+                    }
+                };
+                let patterns = self.arg_patterns(value, &arg_what);
+                if !patterns.is_empty() {
+                    guards.push(ArgGuard {
+                        tool: tool.to_owned(),
+                        argument,
+                        patterns,
+                    });
+                }
+            }
+        }
+        guards
+    }
+
+    /// One argument's allowed values: a non-empty list of globs and `{regex: RE}`, or one
+    /// `{regex: RE}`.
+    fn arg_patterns(&mut self, node: &Node, what: &str) -> Vec<ArgPattern> {
+        if let Kind::Map(_) = node.kind {
+            return self.arg_regex(node, what).into_iter().collect();
+        }
+        let Some(items) = self.non_empty_list(
+            node,
+            what,
+            "list the values allowed, as in `[\"/workspace/**\"]` or `[{regex: \"...\"}]`",
+        ) else {
+            return Vec::new();
+        };
+        let mut patterns = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let item_what = format!("{what}[{index}]");
+            let pattern = match &item.kind {
+                Kind::Map(_) => self.arg_regex(item, &item_what),
+                _ => self.string(item, &item_what).and_then(|text| {
+                    ArgPattern::glob(text)
+                        .map_err(|problem| {
+                            let message = format!("{item_what} `{}`: {problem}", shown(text));
+                            self.error(item.pos, message);
+                        })
+                        .ok()
+                }),
+            };
+            patterns.extend(pattern);
+        }
+        patterns
+    }
+
+    /// `{regex: RE}`: a regex fully matched on the value.
+    fn arg_regex(&mut self, node: &Node, what: &str) -> Option<ArgPattern> {
+        let fields = self.fields(node, what, REGEX_KEYS)?;
+        let Some(regex_node) = fields.get("regex") else {
+            // An unknown key was reported already; `{}` is reported here.
+            if matches!(&node.kind, Kind::Map(pairs) if pairs.is_empty()) {
+                let message = format!("{what}: `regex` is missing: write `{{regex: \"...\"}}`");
+                self.error(fields.pos, message);
+            }
+            return None;
+        };
+        let regex_what = format!("{what}.regex");
+        let text = self.non_empty_string(regex_node, &regex_what)?;
+        ArgPattern::regex(text)
+            .map_err(|problem| {
+                let message = format!("{regex_what} `{}`: {problem}", shown(text));
+                self.error(regex_node.pos, message);
+            })
+            .ok()
     }
 
     fn routes(&mut self, node: &Node, secret_names: &[String], secrets: &[Secret]) -> Vec<Route> {

@@ -9,6 +9,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use crate::mcp_args::ArgGuard;
+
 /// A whole policy: network rules, secrets, MCP tool rules and reverse-proxy routes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
@@ -317,6 +319,8 @@ pub struct McpRule {
     pub allow: Vec<String>,
     /// Tools denied; checked first.
     pub deny: Vec<String>,
+    /// Argument guards (`tools.args`): values an allowed call may pass.
+    pub args: Vec<ArgGuard>,
 }
 
 /// One `routes` entry: `prefix` on the proxy's plain-HTTP address forwards to `upstream`.

@@ -53,6 +53,12 @@ mcp:
   - host: mcp.example.com
     path: /mcp
     tools: {allow: [read_file], deny: [write_file, run_command]}
+  - host: args.mcp.example
+    path: /mcp
+    tools:
+      args:
+        read_file: {path: ["/workspace/**", {regex: "/tmp/[a-z]+"}], opts.dir: {regex: "x|y"}}
+        fetch: {url: ["https://docs.example.com/**"]}
   - host: "*.mcp.example"
     path: /**
     tools: {deny: ["true"]}

@@ -47,6 +47,7 @@ fn mcp_tool_policy_as_documented() {
             path: "/mcp".into(),
             allow: vec!["read_file".into()],
             deny: vec!["write_file".into(), "run_command".into()],
+            args: Vec::new(),
         }]
     );
     let compiled = airlock_policy::matcher::CompiledPolicy::compile(&policy).unwrap();

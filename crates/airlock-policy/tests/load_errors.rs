@@ -924,3 +924,76 @@ fn load_error_display_is_one_located_line_per_error() {
     let as_error: &dyn std::error::Error = &error;
     assert!(as_error.source().is_none());
 }
+
+/// A policy whose one `mcp` rule has `tools: {args: ARGS}` (YAML flow, on line 5).
+fn mcp_args(args: &str) -> String {
+    format!("version: 1\nmcp:\n  - host: m.com\n    path: /mcp\n    tools: {{args: {args}}}\n")
+}
+
+#[test]
+fn mcp_argument_guards_are_checked_where_written() {
+    let loaded = load_str(
+        "p.yaml",
+        &mcp_args(r#"{read_file: {path: ["/workspace/**", {regex: "/tmp/.*"}], a.b: {regex: x}}}"#),
+    )
+    .unwrap();
+    let guards = &loaded.mcp[0].args;
+    assert_eq!(guards.len(), 2);
+    assert_eq!(guards[0].tool, "read_file");
+    assert_eq!(guards[0].patterns.len(), 2);
+    assert_eq!(guards[1].argument.keys, ["a", "b"]);
+    one_error(
+        &mcp_args(r#"{read_file: {path: ["/a/[b"]}}"#),
+        5,
+        39,
+        &["mcp[0].tools.args.read_file.path[0] `/a/[b`", "glob"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {path: [{regex: "a)|(b"}]}}"#),
+        5,
+        47,
+        &["mcp[0].tools.args.read_file.path[0].regex `a)|(b`", "regex"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {path: {regex: "("}}}"#),
+        5,
+        46,
+        &["mcp[0].tools.args.read_file.path.regex"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {path: [{rgx: x}]}}"#),
+        5,
+        40,
+        &["unknown key `rgx`", "did you mean `regex`?"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {path: []}}"#),
+        5,
+        38,
+        &["mcp[0].tools.args.read_file.path is an empty list"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {path: "/workspace/**"}}"#),
+        5,
+        38,
+        &["mcp[0].tools.args.read_file.path must be a list"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {a..b: [x]}}"#),
+        5,
+        32,
+        &["mcp[0].tools.args.read_file.a..b", "dotted path"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: {}}"#),
+        5,
+        31,
+        &["mcp[0].tools.args.read_file names no argument"],
+    );
+    one_error(
+        &mcp_args(r#"{read_file: [path]}"#),
+        5,
+        31,
+        &["mcp[0].tools.args.read_file must be a mapping"],
+    );
+}

@@ -224,6 +224,7 @@ fn fixed_example_yields_the_model() {
             path: "/mcp".into(),
             allow: vec!["read_file".into()],
             deny: vec!["write_file".into(), "run_command".into()],
+            args: Vec::new(),
         }]
     );
     assert_eq!(

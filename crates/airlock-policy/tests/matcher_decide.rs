@@ -664,6 +664,7 @@ fn secrets_passthrough_and_mcp_use_the_same_host_matching() {
                 path: "/mcp".into(),
                 allow: vec![],
                 deny: vec!["x".into()],
+                args: vec![],
             },
             McpRule {
                 id: "mcp[1]".into(),
@@ -671,6 +672,7 @@ fn secrets_passthrough_and_mcp_use_the_same_host_matching() {
                 path: "/tools/**".into(),
                 allow: vec![],
                 deny: vec![],
+                args: vec![],
             },
         ],
         ..Policy::default()

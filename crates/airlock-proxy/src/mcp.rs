@@ -2,7 +2,8 @@
 //! `mcp` rule's host and path, the body is read (at most [`airlock_mcp::BODY_LIMIT`], by
 //! [`crate::body_guard::read_whole`]),
 //! refused as `body_uninspectable` when it is compressed, oversize or not strict JSON-RPC,
-//! and each `tools/call` decided and audited (`kind: mcp`); denied calls are answered here
+//! and each `tools/call` decided (tool, then argument guards) and audited (`kind: mcp`,
+//! `mcp_tool_denied` or `mcp_argument_denied`); denied calls are answered here
 //! (HTTP 200, JSON-RPC error), a partly denied batch is forwarded smaller and its answer
 //! merged. The response (JSON or event stream, any method) has denied tools removed from
 //! `tools/list` results; one that cannot be filtered is never passed on.
@@ -84,7 +85,11 @@ pub(crate) fn inspect_request(
         let mut call_line = Line::new(LineKind::Mcp, line.host.clone(), line.port, line.conn);
         call_line.allowed = call.allowed;
         call_line.rule = Some(rule.id.clone());
-        call_line.reason = (!call.allowed).then_some(Reason::McpToolDenied);
+        call_line.reason = match (call.allowed, &call.argument) {
+            (true, _) => None,
+            (false, None) => Some(Reason::McpToolDenied),
+            (false, Some(_)) => Some(Reason::McpArgumentDenied),
+        };
         call_line.method = line.method.clone();
         call_line.scheme = line.scheme;
         call_line.path = line.path.clone();

@@ -386,6 +386,7 @@ mod tests {
             path: "/mcp".to_owned(),
             allow: Vec::new(),
             deny: Vec::new(),
+            args: Vec::new(),
         };
         let on_mcp = Err(Decision::deny(
             Reason::BodyUninspectable,

@@ -2,7 +2,7 @@
 //! loopback (tests/fixtures/mcp_server.py, Streamable HTTP over TLS), driven by curl.
 //! Allowed and denied calls, ids preserved, batches merged in order (JSON and SSE),
 //! `tools/list` filtered (JSON, SSE, server-initiated stream), uninspectable bodies
-//! refused before the server sees them, and bypass attempts.
+//! refused before the server sees them, bypass attempts, and argument guards.
 
 mod support;
 
@@ -20,11 +20,16 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with("{deny: [run_command, write_file]}")
+}
+
+/// The fixture server behind a proxy whose `mcp` rule on `/mcp` has `tools` (YAML flow).
+fn setup_with(tools: &str) -> Setup {
     let pki = TestPki::new();
     let server = FixtureServer::mcp(&pki);
     let yaml = format!(
         "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
-         mcp:\n  - host: localhost\n    path: /mcp\n    tools: {{deny: [run_command, write_file]}}\n",
+         mcp:\n  - host: localhost\n    path: /mcp\n    tools: {tools}\n",
         port = server.port
     );
     let proxy = ProxyBuilder::new(&pki)
@@ -400,4 +405,105 @@ fn old_sse_transport_is_filtered_and_foreign_endpoints_end_the_stream() {
     // An endpoint outside the rule would let POSTs escape inspection: the stream ends.
     let out = old_transport(&s, "/sse-elsewhere");
     assert_eq!(out["events"], json!([null]), "{out}");
+}
+
+/// A `read_file` call with `arguments` (JSON text).
+fn read_file(id: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{arguments}}}}}"#
+    )
+}
+
+const WORKSPACE_ONLY: &str =
+    r#"{deny: [run_command], args: {read_file: {path: ["/workspace/**"]}}}"#;
+
+fn assert_argument_denied(answer: &Value, id: &Value) {
+    assert_eq!(&answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "tool call denied by policy: read_file argument path"
+    );
+    assert_eq!(
+        answer["error"]["data"],
+        json!({"reason": "mcp_argument_denied", "tool": "read_file", "argument": "path"})
+    );
+}
+
+#[test]
+fn argument_guards_pass_good_values_and_refuse_the_rest() {
+    let s = setup_with(WORKSPACE_ONLY);
+    let allowed = s.post(
+        "/mcp",
+        &read_file("1", r#"{"path":"/workspace/src/main.rs"}"#),
+        &[],
+    );
+    assert_eq!(allowed.status, 200, "{}", text(&allowed));
+    assert_eq!(
+        allowed.json()["result"]["content"][0]["text"],
+        "called read_file"
+    );
+    let refused = [
+        r#"{"path":"/home/u/.ssh/id_ed25519"}"#,
+        r#"{"path":"/workspace/../home/u/.ssh/id_rsa"}"#,
+        r#"{"path":"/workspace/%2e%2e/home/u/.ssh/id_rsa"}"#,
+        r#"{"path":"/workspace/\u002e\u002e/home/u/.ssh/id_rsa"}"#,
+        r#"{"path":"/workspace/a","PATH":"/home/u/.ssh/id_rsa"}"#,
+        r#"{"path":["/workspace/a","/home/u/.ssh/id_rsa"]}"#,
+        r#"{"file":"/home/u/.ssh/id_rsa"}"#,
+    ];
+    for arguments in refused {
+        let response = s.post("/mcp", &read_file("\"r\"", arguments), &[]);
+        assert_eq!(response.status, 200, "{arguments}: {}", text(&response));
+        assert_argument_denied(&response.json(), &json!("r"));
+    }
+    // Upper-case tool name: guarded too.
+    let upper = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"READ_FILE","arguments":{"path":"/etc/passwd"}}}"#;
+    let answer = s.post("/mcp", upper, &[]).json();
+    assert_eq!(
+        answer["error"]["data"]["reason"], "mcp_argument_denied",
+        "{answer}"
+    );
+    let saw = s.server_saw();
+    assert!(!saw.contains("ssh") && !saw.contains("passwd"), "{saw}");
+    assert_eq!(s.server.hits(), 1, "{saw}");
+    let line = s.proxy.audit_line_where("mcp argument deny", |l| {
+        l["kind"] == "mcp" && l["decision"] == "deny"
+    });
+    assert_eq!(line["tool"], "read_file");
+    assert_eq!(line["reason"], "mcp_argument_denied");
+    assert_eq!(line["rule"], "mcp[0]");
+}
+
+#[test]
+fn argument_guards_split_a_batch() {
+    let s = setup_with(WORKSPACE_ONLY);
+    let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+    let batch = format!(
+        "[{},{},{list}]",
+        read_file("1", r#"{"path":"/workspace/a"}"#),
+        read_file("2", r#"{"path":"/workspace/../../etc/shadow"}"#),
+    );
+    let response = s.post("/mcp", &batch, &[]);
+    assert_eq!(response.status, 200, "{}", text(&response));
+    let answers = response.json();
+    let answers = answers.as_array().expect("array");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(
+        answers[0]["result"]["content"][0]["text"],
+        "called read_file"
+    );
+    assert_argument_denied(&answers[1], &json!(2));
+    assert_eq!(answers[2]["id"], 3);
+    assert!(!s.server_saw().contains("shadow"), "{}", s.server_saw());
+    // Every call refused: answered by airlock alone.
+    let batch = format!(
+        "[{},{}]",
+        read_file("4", r#"{"path":"/etc/shadow"}"#),
+        read_file("5", r#"{}"#),
+    );
+    let answers = s.post("/mcp", &batch, &[]).json();
+    assert_argument_denied(&answers[0], &json!(4));
+    assert_argument_denied(&answers[1], &json!(5));
+    assert_eq!(s.server.hits(), 1, "{}", s.server_saw());
 }

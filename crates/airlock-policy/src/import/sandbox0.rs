@@ -692,6 +692,7 @@ fn translate_protocol_rule(
                 path: path.clone(),
                 allow: allow.clone(),
                 deny: deny.clone(),
+                args: Vec::new(),
             };
             if !policy.mcp.contains(&mcp_rule) {
                 policy.mcp.push(mcp_rule);
