@@ -5,8 +5,9 @@
 //! A real value may go only to its secret's hosts, over TLS; a format token that is
 //! neither a surrogate nor a configured value only where `dlp.allow` names it.
 //!
-//! One automaton holds every value form and every format prefix; searches are
-//! overlapping, so that no match can hide another. [`GuardStream`] searches a body as it
+//! One set of patterns holds every value form and every format prefix; searches are
+//! overlapping, so that no match can hide another, and start at the leftmost candidate
+//! found by a leftmost-first scan with a vectorised prefilter (most data holds none). [`GuardStream`] searches a body as it
 //! streams, holding back only the last `longest - 1` bytes of what it has seen (the most
 //! that could still be the start of a match) and never copying a large chunk.
 
@@ -41,6 +42,10 @@ pub struct OutboundGuard {
 }
 
 struct Inner {
+    /// Every pattern, leftmost-first: finds where the first candidate starts, with the
+    /// vectorised prefilter that the overlapping search cannot use as well.
+    first: AhoCorasick,
+    /// The same patterns, for the overlapping search from that first candidate on.
     matcher: AhoCorasick,
     targets: Vec<Target>,
     /// The longest match or format decision, in bytes.
@@ -154,8 +159,12 @@ impl OutboundGuard {
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
+        let first = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&patterns)?;
         Ok(OutboundGuard {
             inner: Arc::new(Inner {
+                first,
                 matcher,
                 targets,
                 longest,
@@ -225,6 +234,12 @@ impl Inner {
         at_end: bool,
         logged: &mut Vec<&'static str>,
     ) -> Result<(), Finding> {
+        // No match of any pattern starts before the leftmost one: most data holds none at
+        // all and costs one prefiltered scan.
+        let Some(first) = self.first.find(data) else {
+            return Ok(());
+        };
+        let data = &data[first.start()..];
         for found in self.matcher.find_overlapping_iter(data) {
             match self.targets[found.pattern().as_usize()] {
                 Target::Real { secret } => self.real(scope, secret)?,

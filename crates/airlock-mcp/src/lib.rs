@@ -160,19 +160,19 @@ fn classify<'a>(
         id,
         denied: None,
     };
-    let Some(method) = object.get("method") else {
+    let Some(method) = unambiguous(&object, "method")? else {
         return Ok(message);
     };
     let method: String = json::parse_as(method)?;
     if method != "tools/call" {
         return Ok(message);
     }
-    let params = object.get("params").ok_or(Uninspectable::ToolNameMissing)?;
+    let params = unambiguous(&object, "params")?.ok_or(Uninspectable::ToolNameMissing)?;
     let params = Object::parse(params).map_err(|e| match e {
         Uninspectable::NotAMessage => Uninspectable::ToolNameMissing,
         other => other,
     })?;
-    let name = params.get("name").ok_or(Uninspectable::ToolNameMissing)?;
+    let name = unambiguous(&params, "name")?.ok_or(Uninspectable::ToolNameMissing)?;
     let tool: String = json::parse_as(name).map_err(|_| Uninspectable::ToolNameMissing)?;
     let argument = if tool_allowed(rule, &tool) {
         args::refused_argument(&params, rule, &tool)?
@@ -190,6 +190,20 @@ fn classify<'a>(
         argument,
     });
     Ok(message)
+}
+
+/// The value of `key` in `object`; [`Uninspectable::DuplicateKey`] when another key
+/// equals it under case folding (`Name` beside `name`): a server that reads keys
+/// case-insensitively, as Go's `encoding/json` does, might take the other one.
+fn unambiguous<'a>(object: &Object<'a>, key: &str) -> Result<Option<&'a RawValue>, Uninspectable> {
+    let folded = airlock_policy::mcp_args::fold(key);
+    if object
+        .keys()
+        .any(|k| k != key && airlock_policy::mcp_args::fold(k) == folded)
+    {
+        return Err(Uninspectable::DuplicateKey(key.to_owned()));
+    }
+    Ok(object.get(key))
 }
 
 /// The JSON-RPC error for a denied call (docs/contract.md §4), `id` copied as sent.

@@ -139,6 +139,10 @@ fn bypass_shapes_are_refused() {
     let cases: &[&str] = &[
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","name":"run_command"}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"run_command"}}"#,
+        // Twins under case folding: a case-insensitive server might read the other one.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","Name":"run_command"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file"},"Params":{"name":"run_command"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"tools/call","params":{"name":"run_command"}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["run_command"]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
