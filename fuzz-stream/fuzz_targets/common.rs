@@ -1,16 +1,21 @@
 //! Shared by the targets: the fixed secret they search for and a way to cut input into
-//! chunks.
+//! chunks. (Each target includes this module and uses part of it.)
+#![allow(dead_code)]
 
 use airlock_credentials::Credentials;
 
 /// The real value of the one configured secret.
 pub const REAL: &str = "ghp_R3alValueOfTheTokenXYZ0123456789abc";
 
-/// Credentials with one secret (`GH_TOKEN`, real value [`REAL`], hosts `home.example`).
-pub fn credentials() -> Credentials {
-    let spec = format!("GH_TOKEN=ghp_SurrogateOfTheTokenXYZ012345678def={REAL}@home.example");
-    let secret = airlock_policy::rule::parse_secret(&spec).expect("the fixed secret parses");
-    Credentials::new(vec![(secret, REAL.to_owned())]).expect("the fixed secret builds")
+/// Credentials with one secret (`GH_TOKEN`, real value [`REAL`], hosts `home.example`),
+/// built once per process.
+pub fn credentials() -> &'static Credentials {
+    static CREDENTIALS: std::sync::OnceLock<Credentials> = std::sync::OnceLock::new();
+    CREDENTIALS.get_or_init(|| {
+        let spec = format!("GH_TOKEN=ghp_SurrogateOfTheTokenXYZ012345678def={REAL}@home.example");
+        let secret = airlock_policy::rule::parse_secret(&spec).expect("the fixed secret parses");
+        Credentials::new(vec![(secret, REAL.to_owned())]).expect("the fixed secret builds")
+    })
 }
 
 /// `data` cut into chunks whose sizes come from `sizes` (1..=256 each, cycled).

@@ -9,7 +9,8 @@ use airlock_policy::model::DlpMode;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let guard = Credentials::new(Vec::new()).expect("no secrets").guard();
+    static GUARD: std::sync::OnceLock<airlock_credentials::OutboundGuard> = std::sync::OnceLock::new();
+    let guard = GUARD.get_or_init(|| Credentials::new(Vec::new()).expect("no secrets").guard());
     let scope = GuardScope {
         values: Vec::new(),
         formats: DlpMode::Refuse,

@@ -19,6 +19,7 @@ fn rule() -> McpRule {
         path: "/mcp".to_owned(),
         allow: Vec::new(),
         deny: vec!["run_command".to_owned()],
+        args: Default::default(),
     }
 }
 

@@ -304,12 +304,24 @@ pub fn find_all(data: &[u8]) -> Vec<Found> {
 }
 
 /// `text` with every token replaced by `[REDACTED:KIND]` (for what is logged about a
-/// refused request); borrowed when it holds none.
+/// refused request); borrowed when it holds none. Replacing a token can turn a run before
+/// it into a token (a fixed-length one whose next character was part of the replaced
+/// token), so passes repeat until none is left.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    let found = find_all(text.as_bytes());
-    if found.is_empty() {
-        return std::borrow::Cow::Borrowed(text);
+    let mut current = std::borrow::Cow::Borrowed(text);
+    // Every pass replaces at least one token by a shorter run with no token in it.
+    for _ in 0..=text.len() {
+        let found = find_all(current.as_bytes());
+        if found.is_empty() {
+            break;
+        }
+        current = std::borrow::Cow::Owned(redact_once(&current, &found));
     }
+    current
+}
+
+/// One pass of [`redact`]: `found` (in order) replaced, overlapping ones skipped.
+fn redact_once(text: &str, found: &[Found]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut done = 0;
     for token in found {
@@ -322,7 +334,7 @@ pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
         done = token.start + token.len;
     }
     out.push_str(&text[done..]);
-    std::borrow::Cow::Owned(out)
+    out
 }
 
 /// GitHub's token checksum: the last 6 characters are the CRC-32 of the first 30, in
