@@ -8,7 +8,7 @@
 mod run;
 mod support;
 
-use run::{RunHome, code, namespaces_available};
+use run::{RunHome, code, json_after, namespaces_available};
 use serde_json::Value;
 use support::{TestPki, Upstream};
 
@@ -36,19 +36,6 @@ fn run_script(home: &RunHome, flags: &[String], script: &str) -> (i32, String, S
         String::from_utf8_lossy(&output.stdout).into_owned(),
         output.stderr,
     )
-}
-
-/// The JSON object printed on the line after `marker`.
-fn json_after(stdout: &str, marker: &str) -> Value {
-    let mut lines = stdout.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim() == marker)
-        .unwrap_or_else(|| panic!("no {marker} in {stdout}"));
-    let body = lines
-        .next()
-        .unwrap_or_else(|| panic!("nothing after {marker}: {stdout}"));
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON after {marker} ({e}): {stdout}"))
 }
 
 #[test]

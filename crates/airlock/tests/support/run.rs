@@ -85,6 +85,19 @@ pub fn read_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The JSON object printed on the line after `marker` in a command's output.
+pub fn json_after(stdout: &str, marker: &str) -> Value {
+    let mut lines = stdout.lines();
+    lines
+        .by_ref()
+        .find(|l| l.trim() == marker)
+        .unwrap_or_else(|| panic!("no {marker} in {stdout}"));
+    let body = lines
+        .next()
+        .unwrap_or_else(|| panic!("nothing after {marker}: {stdout}"));
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON after {marker} ({e}): {stdout}"))
+}
+
 /// The exit code of a bounded run (panics if it was killed at the deadline).
 pub fn code(output: &BoundedOutput) -> i32 {
     let status = output
