@@ -238,7 +238,7 @@ fn never_suggested(host: &Host, refused_private: bool) -> Option<&'static str> {
 }
 
 /// Whether `base` already allows what was observed.
-fn allowed_by(base: &CompiledPolicy, observed: &Observed) -> bool {
+pub fn allowed_by(base: &CompiledPolicy, observed: &Observed) -> bool {
     match (&observed.method, &observed.path) {
         (Some(method), Some(path)) => base
             .decide(&CanonicalRequest {

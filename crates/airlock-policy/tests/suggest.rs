@@ -1,7 +1,7 @@
 //! `airlock policy suggest`'s pure part: audit lines → grouped entries → YAML that loads,
 //! and allows every request it was made from (property), minus what a base allows.
 
-use airlock_policy::canonical::{CanonicalRequest, Host, canonical_host};
+use airlock_policy::canonical::{Host, canonical_host};
 use airlock_policy::suggest::{self, Observed, Seen, Suggestion};
 use airlock_policy::{CompiledPolicy, Policy, Reason, load};
 use proptest::prelude::*;
@@ -39,21 +39,7 @@ fn seen(lines: &[String]) -> Vec<Seen> {
 }
 
 fn allows(policy: &CompiledPolicy, observed: &Observed) -> bool {
-    match (&observed.method, &observed.path) {
-        (Some(method), Some(path)) => policy
-            .decide(&CanonicalRequest {
-                method: method.clone(),
-                host: observed.host.clone(),
-                port: observed.port,
-                path: Ok(path.clone()),
-                query: None,
-            })
-            .is_allow(),
-        _ => {
-            let tunnel = policy.decide_tunnel(&observed.host, observed.port);
-            tunnel.decision.is_allow() && tunnel.raw_tcp_allowed
-        }
-    }
+    suggest::allowed_by(policy, observed)
 }
 
 #[test]

@@ -552,6 +552,31 @@ pub(crate) fn is_encoded(headers: &http::HeaderMap) -> bool {
         .any(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
 }
 
+/// The decoder for a body that must be inspected (`inspected`) and has a
+/// `Content-Encoding`: its codings are undone on the way and the body forwarded decoded, so
+/// the header and `Content-Length` go. `Err` for a coding airlock cannot undo (the caller's
+/// `body_uninspectable` or 502). Shared by streamed bodies, bodies read whole and responses
+/// from a secret's host (docs/policy.md, "Compressed bodies").
+pub(crate) fn content_decoder(
+    headers: &mut http::HeaderMap,
+    inspected: bool,
+    limits: airlock_encoding::Limits,
+) -> Result<Option<Decoder>, ()> {
+    if !inspected || !is_encoded(headers) {
+        return Ok(None);
+    }
+    let values = headers.get_all(http::header::CONTENT_ENCODING);
+    let codings = airlock_encoding::codings(values.iter().map(http::HeaderValue::as_bytes))
+        .map_err(|_| ())?;
+    if codings.is_empty() {
+        return Ok(None);
+    }
+    let decoder = Decoder::new(&codings, limits).map_err(|_| ())?;
+    headers.remove(http::header::CONTENT_ENCODING);
+    headers.remove(http::header::CONTENT_LENGTH);
+    Ok(Some(decoder))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,15 +6,15 @@
 //! [`airlock_mcp::BODY_LIMIT`], cut short, not UTF-8 or not strict JSON is refused as
 //! `body_uninspectable`.
 
-use airlock_encoding::{Decoder, Limits};
+use airlock_encoding::Limits;
 use airlock_policy::model::Rule;
 use airlock_policy::{Decision, Reason};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::HeaderMap;
 use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
-use crate::body::is_encoded;
+use crate::body::content_decoder;
 
 /// The request body, read whole and decoded when it has a `Content-Encoding` (the
 /// header and `Content-Length` then go: it is forwarded decoded); `Err`
@@ -26,21 +26,17 @@ pub(crate) async fn read_whole(headers: &mut HeaderMap, body: Incoming) -> Resul
         .await
         .map_err(|_| Reason::BodyUninspectable)?
         .to_bytes();
-    if !is_encoded(headers) {
-        return Ok(raw);
-    }
-    let values = headers.get_all(header::CONTENT_ENCODING);
-    let codings = airlock_encoding::codings(values.iter().map(HeaderValue::as_bytes))
-        .map_err(|_| Reason::BodyUninspectable)?;
     let limits = Limits {
         max_output: airlock_mcp::BODY_LIMIT as u64,
         ..Limits::default()
     };
-    let mut decoder = Decoder::new(&codings, limits).map_err(|_| Reason::BodyUninspectable)?;
+    let Some(mut decoder) =
+        content_decoder(headers, true, limits).map_err(|()| Reason::BodyUninspectable)?
+    else {
+        return Ok(raw);
+    };
     let mut decoded = decoder.push(&raw).map_err(|_| Reason::BodyUninspectable)?;
     decoded.extend(decoder.finish().map_err(|_| Reason::BodyUninspectable)?);
-    headers.remove(header::CONTENT_ENCODING);
-    headers.remove(header::CONTENT_LENGTH);
     Ok(Bytes::from(decoded))
 }
 

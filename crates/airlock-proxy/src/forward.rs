@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use airlock_credentials::{BodySwap, Credentials, Finding, GuardScope, GuardStream};
-use airlock_encoding::{Decoder, Limits};
+use airlock_encoding::Limits;
 use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::model::{DlpMode, Rule};
 use airlock_policy::route::Outcome;
@@ -26,7 +26,7 @@ use http_body::Body as _;
 use http_body_util::{BodyExt as _, Either};
 use hyper::body::Incoming;
 
-use crate::body::is_encoded;
+use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
 use crate::body_guard;
 use crate::connect;
@@ -730,29 +730,6 @@ fn refuse_credential(
         line.path = Some(redacted);
     }
     refuse_line(context, decision, line)
-}
-
-/// The decoder for a request body that must be inspected and has a `Content-Encoding`:
-/// its codings are undone on the way and the body forwarded decoded, so the header and
-/// `Content-Length` go. `Err` for a coding airlock cannot undo (`body_uninspectable`).
-fn content_decoder(
-    headers: &mut HeaderMap,
-    inspected: bool,
-    limits: Limits,
-) -> Result<Option<Decoder>, ()> {
-    if !inspected || !is_encoded(headers) {
-        return Ok(None);
-    }
-    let values = headers.get_all(header::CONTENT_ENCODING);
-    let codings =
-        airlock_encoding::codings(values.iter().map(HeaderValue::as_bytes)).map_err(|_| ())?;
-    if codings.is_empty() {
-        return Ok(None);
-    }
-    let decoder = Decoder::new(&codings, limits).map_err(|_| ())?;
-    headers.remove(header::CONTENT_ENCODING);
-    headers.remove(header::CONTENT_LENGTH);
-    Ok(Some(decoder))
 }
 
 /// `scheme://host[:port]path?query` with the canonical host.
