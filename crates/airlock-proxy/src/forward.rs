@@ -219,6 +219,12 @@ pub(crate) async fn serve(
     line.query = query;
     line.secrets = secrets;
     line.credential = logged.first().copied();
+    if line.credential.is_some() {
+        // `dlp: {credentials: log}` passes the token; its line does not keep it.
+        line.path = line
+            .path
+            .map(|path| airlock_dlp::redact(&path).into_owned());
+    }
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
         let checked = body_guard::read_whole(&mut parts.headers, body)
             .await

@@ -388,6 +388,14 @@ fn dlp_log_off_and_allow_change_only_the_formats() {
     let log = Setup::new("dlp: {credentials: log}\n");
     let response = log.send("other.test", "/log", &[&github], None);
     assert_eq!(response.status, 200, "{response:?}");
+    // A token in the path passes too, but never into the log.
+    let response = log.send("other.test", &format!("/log/{token}"), &[], None);
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(log.line("/log/[REDACTED:github]")["credential"] == "github");
+    assert!(
+        !log.proxy.audit_log_text().contains(&token),
+        "the log holds the token"
+    );
     let line = log.line("/log");
     assert_eq!(
         (&line["decision"], &line["credential"]),
