@@ -122,17 +122,17 @@ impl BodySwap {
             return Ok((out, 0));
         };
         for found in matcher.find_iter(pending) {
-            if !at_end && found.start() + self.longest > pending.len() {
+            if !at_end && found.start + self.longest > pending.len() {
                 break;
             }
-            let index = found.pattern().as_usize();
+            let index = found.pattern;
             match self.actions[index] {
                 Action::Trip => return Err(Reason::SecretOutOfScope),
                 Action::Keep => {}
                 Action::Swap => {
-                    out.extend_from_slice(&pending[done..found.start()]);
+                    out.extend_from_slice(&pending[done..found.start]);
                     out.extend_from_slice(self.credentials.entries[index].real.as_bytes());
-                    done = found.end();
+                    done = found.end;
                     self.used[index] = true;
                 }
             }

@@ -7,7 +7,7 @@
 //!
 //! One set of patterns holds every value form and every format prefix; searches are
 //! overlapping, so that no match can hide another, and start at the leftmost candidate
-//! found by a leftmost-first scan with a vectorised prefilter (most data holds none). [`GuardStream`] searches a body as it
+//! found by a [`Finder`] (most data holds none). [`GuardStream`] searches a body as it
 //! streams, holding back only the last `longest - 1` bytes of what it has seen (the most
 //! that could still be the start of a match) and never copying a large chunk.
 
@@ -21,7 +21,9 @@ use airlock_policy::model::DlpMode;
 use bytes::Bytes;
 use http::HeaderMap;
 
+use crate::finder::Finder;
 use crate::redact::encoded_forms;
+pub use crate::released::Released;
 
 /// A chunk shorter than this is joined to the bytes held back instead of searched apart.
 const SMALL_CHUNK: usize = 4096;
@@ -42,9 +44,9 @@ pub struct OutboundGuard {
 }
 
 struct Inner {
-    /// Every pattern, leftmost-first: finds where the first candidate starts, with the
-    /// vectorised prefilter that the overlapping search cannot use as well.
-    first: AhoCorasick,
+    /// Every pattern: finds where the first candidate starts, at SIMD speed on any data
+    /// (the overlapping search below has no such prefilter).
+    first: Finder,
     /// The same patterns, for the overlapping search from that first candidate on.
     matcher: AhoCorasick,
     targets: Vec<Target>,
@@ -159,9 +161,7 @@ impl OutboundGuard {
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
-        let first = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(&patterns)?;
+        let first = Finder::new(&patterns)?;
         Ok(OutboundGuard {
             inner: Arc::new(Inner {
                 first,
@@ -239,7 +239,7 @@ impl Inner {
         let Some(first) = self.first.find(data) else {
             return Ok(());
         };
-        let data = &data[first.start()..];
+        let data = &data[first.start..];
         for found in self.matcher.find_overlapping_iter(data) {
             match self.targets[found.pattern().as_usize()] {
                 Target::Real { secret } => self.real(scope, secret)?,
@@ -312,15 +312,6 @@ pub struct GuardStream {
     /// The bytes seen but not yet released: at most `longest - 1`.
     carry: Bytes,
     logged: Vec<&'static str>,
-}
-
-/// What [`GuardStream::push`] releases: `first`, then `second` (either may be empty).
-#[derive(Debug, Default)]
-pub struct Released {
-    /// The bytes held back from before, now cleared.
-    pub first: Bytes,
-    /// The new chunk but its tail.
-    pub second: Bytes,
 }
 
 impl GuardStream {

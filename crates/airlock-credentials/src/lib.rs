@@ -10,14 +10,15 @@
 #![forbid(unsafe_code)]
 
 mod body;
+mod finder;
 pub mod foreign;
 pub mod guard;
 pub mod redact;
+mod released;
 pub mod surrogate;
 
 use std::fmt;
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use airlock_policy::Reason;
 use airlock_policy::model::{Inject, Secret};
 use base64::Engine;
@@ -26,10 +27,13 @@ use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::finder::Finder;
+
 pub use body::BodySwap;
 pub use foreign::{CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMETERS};
 pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
 pub use redact::{Redactor, ScrubStream, Scrubber};
+pub use released::Released;
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 
 /// Decodes Basic credentials with or without padding.
@@ -95,7 +99,7 @@ pub struct Credentials {
     retired: Vec<(String, String, String)>,
     entries: Vec<Entry>,
     /// Finds every surrogate; pattern id = index in `entries`. `None` when there are none.
-    surrogates: Option<AhoCorasick>,
+    surrogates: Option<Finder>,
     redactor: Redactor,
     scrubber: Scrubber,
     guard: OutboundGuard,
@@ -218,11 +222,12 @@ impl Credentials {
         let surrogates = if entries.is_empty() {
             None
         } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(entries.iter().map(|entry| &entry.surrogate))?,
-            )
+            Some(Finder::new(
+                &entries
+                    .iter()
+                    .map(|entry| entry.surrogate.as_bytes())
+                    .collect::<Vec<_>>(),
+            )?)
         };
         let redactor = Redactor::new(
             entries
@@ -317,7 +322,7 @@ impl Credentials {
         let out_of_scope = |bytes: &[u8]| {
             matcher
                 .find_iter(bytes)
-                .any(|m| !in_scope.contains(&self.entries[m.pattern().as_usize()].name.as_str()))
+                .any(|m| !in_scope.contains(&self.entries[m.pattern].name.as_str()))
         };
         if out_of_scope(data) || percent_decode(data).is_some_and(|decoded| out_of_scope(&decoded))
         {
@@ -441,12 +446,9 @@ impl Credentials {
         let Some(matcher) = &self.surrogates else {
             return Vec::new();
         };
-        let mut found: Vec<usize> = matcher
-            .find_iter(value)
-            .map(|m| m.pattern().as_usize())
-            .collect();
+        let mut found: Vec<usize> = matcher.find_iter(value).map(|m| m.pattern).collect();
         if let Some(decoded) = basic_credentials(value) {
-            found.extend(matcher.find_iter(&decoded).map(|m| m.pattern().as_usize()));
+            found.extend(matcher.find_iter(&decoded).map(|m| m.pattern));
         }
         found.sort_unstable();
         found.dedup();
@@ -485,13 +487,13 @@ impl Credentials {
         let mut out = Vec::with_capacity(bytes.len());
         let mut last = 0;
         for m in matcher.find_iter(bytes) {
-            let index = m.pattern().as_usize();
+            let index = m.pattern;
             if !allowed(index) {
                 continue;
             }
-            out.extend_from_slice(&bytes[last..m.start()]);
+            out.extend_from_slice(&bytes[last..m.start]);
             out.extend_from_slice(self.entries[index].real.as_bytes());
-            last = m.end();
+            last = m.end;
             used[index] = true;
         }
         if last == 0 {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use airlock_credentials::{BodySwap, GuardStream, ScrubStream, Scrubber};
+use airlock_credentials::{BodySwap, GuardStream, Released, ScrubStream, Scrubber};
 use airlock_encoding::Decoder;
 use airlock_mcp::SseFilter;
 use bytes::Bytes;
@@ -74,20 +74,26 @@ enum Stop {
 
 impl Transform {
     /// The rewritten bytes, or why the stream stops here.
-    fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Stop> {
-        match self {
-            Transform::Scrub(None, stream) => Ok(stream.push(data)),
+    fn push(&mut self, data: Bytes) -> Result<Released, Stop> {
+        let rewritten = match self {
+            // The bulk case (a download from a secret's host): no copy where nothing is
+            // replaced.
+            Transform::Scrub(None, stream) => return Ok(stream.push_bytes(data)),
             Transform::Scrub(Some(decoder), stream) => {
-                Ok(stream.push(&decoder.push(data).map_err(|_| Stop::Abort)?))
+                stream.push(&decoder.push(&data).map_err(|_| Stop::Abort)?)
             }
             Transform::Events { filter, scrub } => {
-                let filtered = filter.push(data).map_err(|_| Stop::End)?;
-                Ok(match scrub {
+                let filtered = filter.push(&data).map_err(|_| Stop::End)?;
+                match scrub {
                     Some(stream) => stream.push(&filtered),
                     None => filtered,
-                })
+                }
             }
-        }
+        };
+        Ok(Released {
+            first: Bytes::from(rewritten),
+            second: Bytes::new(),
+        })
     }
 
     /// The scrubber applied after any filtering, if the host is a secret's.
@@ -226,8 +232,9 @@ where
             match polled {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
-                        let clean = transform.push(&data)?;
-                        self.queue_data(clean);
+                        let clean = transform.push(data)?;
+                        self.queue_bytes(clean.first);
+                        self.queue_bytes(clean.second);
                     }
                     Err(trailers) => self.end_transform(Some(trailers))?,
                 },
@@ -261,8 +268,12 @@ where
     }
 
     fn queue_data(&mut self, data: Vec<u8>) {
+        self.queue_bytes(Bytes::from(data));
+    }
+
+    fn queue_bytes(&mut self, data: Bytes) {
         if !data.is_empty() {
-            self.queued.push_back(Frame::data(Bytes::from(data)));
+            self.queued.push_back(Frame::data(data));
         }
     }
 

@@ -41,8 +41,10 @@ pub(crate) struct Shared {
     pub(crate) credentials: Arc<ArcSwap<Credentials>>,
     pub(crate) audit: AuditLog,
     pub(crate) upstream: Arc<Upstream>,
+    /// For HTTP/2 clients: offers h2 and http/1.1 upstream.
     pub(crate) client: UpstreamClient,
-    pub(crate) websocket_client: UpstreamClient,
+    /// For HTTP/1.x clients and WebSocket upgrades: offers http/1.1 only.
+    pub(crate) http1_client: UpstreamClient,
     /// Mints a leaf per SNI; offers h2 and http/1.1.
     pub(crate) intercept_tls: Arc<ServerConfig>,
     pub(crate) http1: http1::Builder,

@@ -272,6 +272,11 @@ pub(crate) async fn serve(
     };
     let sent = Arc::new(AtomicU64::new(0));
     parts.uri = uri;
+    // The upstream leg speaks the client's protocol: an HTTP/1.1 client's bulk transfer
+    // then runs on its own upstream connection instead of sharing one HTTP/2 connection
+    // (and its flow control and small frames) with every other client of the host
+    // (docs/benchmarks.md, "Bulk download").
+    let client_http1 = parts.version <= Version::HTTP_11;
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
     // Guarded messages must arrive uncompressed to be checked: offer no extension.
@@ -319,8 +324,8 @@ pub(crate) async fn serve(
     };
     let upstream_request = Request::from_parts(parts, upload);
 
-    let client = if upgrade {
-        &shared.websocket_client
+    let client = if upgrade || client_http1 {
+        &shared.http1_client
     } else {
         &shared.client
     };

@@ -91,7 +91,7 @@ impl Proxy {
         }));
         let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
         let client = upstream.client();
-        let websocket_client = upstream.http1_client();
+        let http1_client = upstream.http1_client();
         let intercept_tls = ca.server_config(client_alpn());
 
         let mut http1 = http1::Builder::new();
@@ -127,7 +127,7 @@ impl Proxy {
             audit,
             upstream,
             client,
-            websocket_client,
+            http1_client,
             intercept_tls,
             http1,
             http_any,
