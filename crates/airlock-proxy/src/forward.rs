@@ -28,7 +28,7 @@ use hyper::body::Incoming;
 
 use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
-use crate::body_guard;
+use crate::body_guard::{self, Unread};
 use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
@@ -225,14 +225,34 @@ pub(crate) async fn serve(
             .path
             .map(|path| airlock_dlp::redact(&path).into_owned());
     }
+    // The inspected body's bytes stay taken from the budget until the exchange is sent.
+    let mut _held = None;
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
-        let checked = body_guard::read_whole(&mut parts.headers, body)
-            .await
-            .map_err(|reason| {
-                let rule = body_guards.first().map(|rule| rule.id.clone());
-                Decision::deny(reason, rule.or_else(|| line.rule.clone()))
-            })
-            .and_then(|bytes| body_guard::check(&bytes, &body_guards).map(|()| bytes));
+        let rule = body_guards
+            .first()
+            .map(|rule| rule.id.clone())
+            .or_else(|| line.rule.clone());
+        let mut body = body;
+        let limits = &shared.limits;
+        let read = body_guard::read_whole(
+            &mut parts.headers,
+            &mut body,
+            &shared.budget,
+            limits.body_timeout,
+        )
+        .await;
+        let checked = match read {
+            Ok((bytes, held)) => {
+                _held = Some(held);
+                body_guard::check(&bytes, &body_guards).map(|()| bytes)
+            }
+            Err(Unread::Timeout) => return Ok(refuse_timeout(&context, rule, line)),
+            Err(Unread::Refused(Reason::Overloaded)) => {
+                let decision = Decision::deny(Reason::Overloaded, rule);
+                return Ok(after_draining(body, refuse_line(&context, decision, line)).await);
+            }
+            Err(Unread::Refused(reason)) => Err(Decision::deny(reason, rule)),
+        };
         match checked {
             Ok(bytes) => Either::Right(bytes),
             Err(refusal) => return Ok(refuse_line(&context, refusal, line)),
@@ -480,16 +500,39 @@ async fn after_draining(mut body: Incoming, response: Response<ProxyBody>) -> Re
 
 /// Writes the refusal's `http` audit line (its request fields already filled in) and
 /// builds its 403.
-fn refuse_line(context: &ConnContext, decision: Decision, mut line: Line) -> Response<ProxyBody> {
+fn refuse_line(context: &ConnContext, decision: Decision, line: Line) -> Response<ProxyBody> {
     let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
-    let response = Refused {
-        reason,
-        method: line.method.as_deref().unwrap_or_default(),
-        host: &line.host,
-        path: line.path.as_deref(),
-        rule: decision.rule.as_deref(),
-    }
-    .response();
+    let response = if reason == Reason::Overloaded {
+        refusal::overloaded()
+    } else {
+        Refused {
+            reason,
+            method: line.method.as_deref().unwrap_or_default(),
+            host: &line.host,
+            path: line.path.as_deref(),
+            rule: decision.rule.as_deref(),
+        }
+        .response()
+    };
+    write_refusal(context, decision, reason, line, response)
+}
+
+/// The 408 of an inspected body not complete within `limits.body_timeout`, audited as a
+/// `body_uninspectable` refusal by `rule`.
+fn refuse_timeout(context: &ConnContext, rule: Option<String>, line: Line) -> Response<ProxyBody> {
+    let reason = Reason::BodyUninspectable;
+    let decision = Decision::deny(reason, rule);
+    write_refusal(context, decision, reason, line, refusal::request_timeout())
+}
+
+/// Writes a refusal's audit line (status from `response`) and hands `response` back.
+fn write_refusal(
+    context: &ConnContext,
+    decision: Decision,
+    reason: Reason,
+    mut line: Line,
+    response: Response<ProxyBody>,
+) -> Response<ProxyBody> {
     line.allowed = false;
     line.would = None;
     line.secrets.clear();
