@@ -14,6 +14,7 @@ import argparse
 import collections
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -103,8 +104,11 @@ def main():
             hwm = next(l.split(":")[1].strip() for l in f if l.startswith("VmHWM"))
     except OSError:
         pass
-    proxy.terminate()
-    proxy.wait(30)
+    if pid != proxy.pid:
+        os.kill(pid, signal.SIGTERM)  # the proxy under heaptrack: let it write its data
+    else:
+        proxy.terminate()
+    proxy.wait(60)
     print("limits=%s conns=%d body=%d: %s in %.1fs; peak RSS (VmHWM) %s"
           % (args.limits, args.conns, args.body, dict(statuses), time.time() - started, hwm))
     if args.heaptrack:

@@ -70,14 +70,8 @@ fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 /// Parses a duration: a whole number followed by `ms`, `s`, `m` or `h` (`30s`, `2m`).
 /// Zero, a missing unit and anything else are refused with a message saying what to write.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    let digits = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(digits);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| "is not a duration: write a whole number and a unit, as in 30s or 2m")?;
+    let (number, unit) = airlock_audit::number_and_unit(text)
+        .ok_or("is not a duration: write a whole number and a unit, as in 30s or 2m")?;
     let millis = match unit {
         "ms" => Some(number),
         "s" => number.checked_mul(1_000),

@@ -1,24 +1,11 @@
 //! The `limits` section: values, defaults, located errors and how sources combine.
 
+mod section_support;
+
+use section_support::{error, load};
 use std::time::Duration;
 
-use airlock_policy::load::{LoadError, load_str};
 use airlock_policy::model::Policy;
-
-fn load(text: &str) -> Policy {
-    load_str("p.yaml", text).unwrap_or_else(|e| panic!("{e:?}"))
-}
-
-fn error(text: &str) -> (u32, u32, String) {
-    match load_str("p.yaml", text) {
-        Ok(policy) => panic!("expected an error, loaded {policy:?}"),
-        Err(LoadError { errors }) => {
-            assert_eq!(errors.len(), 1, "{errors:#?}");
-            let e = &errors[0];
-            (e.line, e.column, e.message.clone())
-        }
-    }
-}
 
 #[test]
 fn defaults_apply_when_absent_and_values_load() {

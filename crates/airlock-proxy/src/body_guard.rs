@@ -78,8 +78,9 @@ pub(crate) async fn read_whole(
 }
 
 /// Reads `body` to its end, at most [`airlock_mcp::BODY_LIMIT`] bytes, taking from `budget`
-/// every byte of buffer before it is allocated.
-async fn collect(
+/// every byte of buffer before it is allocated (`declared`: the announced length, taken
+/// up front); `body_uninspectable` when it is over the limit or cut short.
+pub(crate) async fn collect(
     body: &mut Incoming,
     budget: &Budget,
     held: &mut Held,

@@ -17,11 +17,10 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::{Service, service_fn};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::body::ProxyBody;
-use crate::context::{ConnContext, stopping};
+use crate::context::{ConnContext, Shared, stopping};
 
 /// A boxed answer of [`service`].
 pub(crate) type TrackedAnswer =
@@ -136,18 +135,19 @@ where
     }
 }
 
-/// Runs `connection` until it ends; once no request has been in flight on it for `idle`
-/// or the proxy is stopping, `graceful` shuts it down and it is run to its end.
+/// Runs `connection` until it ends; once no request has been in flight on it for the
+/// idle timeout or the proxy is stopping, `graceful` shuts it down and it is run to its end.
 pub(crate) async fn serve<C>(
     mut connection: Pin<&mut C>,
     graceful: fn(Pin<&mut C>),
     activity: &Activity,
-    idle: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shared: &Shared,
 ) -> C::Output
 where
     C: Future,
 {
+    let idle = shared.limits.idle_timeout;
+    let mut shutdown = shared.shutdown.clone();
     loop {
         // Re-checked at least once per `idle` while requests are in flight.
         let wake = activity

@@ -310,14 +310,7 @@ async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let service = idle::service(context.clone(), activity.clone());
     let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
-    let result = idle::serve(
-        connection,
-        |connection| connection.graceful_shutdown(),
-        &activity,
-        shared.limits.idle_timeout,
-        shared.shutdown.clone(),
-    )
-    .await;
+    let result = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared).await;
     if let Err(e) = result {
         tracing::debug!("client connection: {e}");
         crate::malformed::log_parse_error(&context, &e);

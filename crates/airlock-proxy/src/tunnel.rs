@@ -287,32 +287,19 @@ where
     let shared = context.shared.clone();
     let activity = Activity::new();
     let service = idle::service(context, activity.clone());
-    let idle_timeout = shared.limits.idle_timeout;
     if h2 {
         let connection = shared.http_any.serve_connection_with_upgrades(io, service);
         tokio::pin!(connection);
-        let result = idle::serve(
-            connection,
-            |connection| connection.graceful_shutdown(),
-            &activity,
-            idle_timeout,
-            shared.shutdown.clone(),
-        );
-        if let Err(e) = result.await {
+        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
+        if let Err(e) = serving.await {
             tracing::debug!("tunnel connection: {e}");
         }
     } else {
         let io = TokioIo::new(head_tap.unwrap_or_default().wrap(io.into_inner()));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
         tokio::pin!(connection);
-        let result = idle::serve(
-            connection,
-            |connection| connection.graceful_shutdown(),
-            &activity,
-            idle_timeout,
-            shared.shutdown.clone(),
-        );
-        if let Err(e) = result.await {
+        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
+        if let Err(e) = serving.await {
             tracing::debug!("tunnel connection: {e}");
             crate::malformed::log_parse_error(&log_context, &e);
         }

@@ -43,6 +43,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A TCP connection to the proxy port.
+async fn connect(proxy: &Proxy) -> TcpStream {
+    TcpStream::connect(("127.0.0.1", proxy.port()))
+        .await
+        .expect("connect to the proxy")
+}
+
 /// Reads until the peer closes or `bound` passes: what arrived, and when it closed.
 async fn read_to_close(stream: &mut TcpStream, bound: Duration) -> (Vec<u8>, Option<Duration>) {
     let started = Instant::now();
@@ -112,9 +119,7 @@ fn a_slow_inspected_body_gets_408() {
     let pki = TestPki::new();
     let proxy = start(&pki, 9, "{body_timeout: 1s}");
     let (response, closed) = runtime().block_on(async {
-        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
-            .await
-            .expect("connect");
+        let mut stream = connect(&proxy).await;
         stream.write_all(&post_head(9, 100)).await.expect("head");
         stream.write_all(b"{\"model\":").await.expect("part");
         read_to_close(&mut stream, Duration::from_secs(10)).await
@@ -187,9 +192,7 @@ fn an_idle_keep_alive_connection_is_closed() {
     let pki = TestPki::new();
     let proxy = start(&pki, 9, "{idle_timeout: 1s}");
     let (response, closed) = runtime().block_on(async {
-        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
-            .await
-            .expect("connect");
+        let mut stream = connect(&proxy).await;
         let request = b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n";
         stream.write_all(request).await.expect("request");
         read_to_close(&mut stream, Duration::from_secs(10)).await
