@@ -19,6 +19,7 @@ use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::model::{DlpMode, Rule};
 use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
@@ -29,6 +30,7 @@ use hyper::body::Incoming;
 use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
 use crate::body_guard::{self, Unread};
+use crate::budget::Held;
 use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
@@ -228,34 +230,12 @@ pub(crate) async fn serve(
     // The inspected body's bytes stay taken from the budget until the exchange is sent.
     let mut _held = None;
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
-        let rule = body_guards
-            .first()
-            .map(|rule| rule.id.clone())
-            .or_else(|| line.rule.clone());
-        let mut body = body;
-        let limits = &shared.limits;
-        let read = body_guard::read_whole(
-            &mut parts.headers,
-            &mut body,
-            &shared.budget,
-            limits.body_timeout,
-        )
-        .await;
-        let checked = match read {
+        match read_inspected(&context, &mut parts.headers, body, &body_guards, &line).await {
             Ok((bytes, held)) => {
                 _held = Some(held);
-                body_guard::check(&bytes, &body_guards).map(|()| bytes)
+                Either::Right(bytes)
             }
-            Err(Unread::Timeout) => return Ok(refuse_timeout(&context, rule, line)),
-            Err(Unread::Refused(Reason::Overloaded)) => {
-                let decision = Decision::deny(Reason::Overloaded, rule);
-                return Ok(after_draining(body, refuse_line(&context, decision, line)).await);
-            }
-            Err(Unread::Refused(reason)) => Err(Decision::deny(reason, rule)),
-        };
-        match checked {
-            Ok(bytes) => Either::Right(bytes),
-            Err(refusal) => return Ok(refuse_line(&context, refusal, line)),
+            Err(response) => return Ok(response),
         }
     } else {
         Either::Left(body)
@@ -473,6 +453,39 @@ fn decide(
             route_secret: None,
         },
     }
+}
+
+/// Reads the body a `json_deny` guard or an MCP rule must inspect (within the body
+/// timeout, its bytes taken from the budget) and checks it against `guards`; `Err` is the
+/// answer already audited: 403, 408 `request_timeout` or 503 `overloaded`.
+async fn read_inspected(
+    context: &ConnContext,
+    headers: &mut HeaderMap,
+    mut body: Incoming,
+    guards: &[&Rule],
+    line: &Line,
+) -> Result<(Bytes, Held), Response<ProxyBody>> {
+    let shared = &context.shared;
+    let rule = guards
+        .first()
+        .map(|rule| rule.id.clone())
+        .or_else(|| line.rule.clone());
+    let timeout = shared.limits.body_timeout;
+    let read = body_guard::read_whole(headers, &mut body, &shared.budget, timeout).await;
+    let refusal = match read {
+        Ok((bytes, held)) => match body_guard::check(&bytes, guards) {
+            Ok(()) => return Ok((bytes, held)),
+            Err(decision) => decision,
+        },
+        Err(Unread::Timeout) => return Err(refuse_timeout(context, rule, line.clone())),
+        Err(Unread::Refused(Reason::Overloaded)) => {
+            let decision = Decision::deny(Reason::Overloaded, rule);
+            let response = refuse_line(context, decision, line.clone());
+            return Err(after_draining(body, response).await);
+        }
+        Err(Unread::Refused(reason)) => Decision::deny(reason, rule),
+    };
+    Err(refuse_line(context, refusal, line.clone()))
 }
 
 /// Sends a refusal while the refused request's body is read and discarded in the
