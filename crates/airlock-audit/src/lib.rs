@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use crate::fold::{Folds, Pending};
 use crate::output::{Output, Rotation, open_append};
-pub use crate::output::{ROTATED_KEEP, parse_size};
+pub use crate::output::{ROTATED_KEEP, number_and_unit, parse_size};
 
 /// How many events may wait for the writer before the log is declared unhealthy.
 pub const QUEUE_CAPACITY: usize = 65_536;

@@ -108,17 +108,22 @@ impl Output {
     }
 }
 
-/// Parses a size: a number of bytes, optionally followed by `K`, `M` or `G` (powers of 1024;
-/// `KiB`, `KB` and the like read the same, any case). Zero is refused.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+/// Splits `30s` or `64MiB` (trimmed) into its leading whole number and the rest; `None`
+/// when it does not start with digits or the number does not fit.
+pub fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     let trimmed = text.trim();
     let digits = trimmed
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(digits);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (e.g. 100M, 1G, 65536)"))?;
+    Some((number.parse().ok()?, unit))
+}
+
+/// Parses a size: a number of bytes, optionally followed by `K`, `M` or `G` (powers of 1024;
+/// `KiB`, `KB` and the like read the same, any case). Zero is refused.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let (number, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("{text:?} is not a size (e.g. 100M, 1G, 65536)"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,

@@ -58,11 +58,14 @@ pub enum Reason {
     CredentialOutbound,
     /// An MCP `tools/call` passed an argument value its tool's argument guard refuses.
     McpArgumentDenied,
+    /// The proxy's inspection memory (`limits.buffer_memory`) or a client's connection cap
+    /// (`limits.connections_per_client`) is taken: answered 503, not a policy refusal.
+    Overloaded,
 }
 
 impl Reason {
     /// Every reason, in contract order.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::HostNotAllowed,
         Reason::MethodNotAllowed,
         Reason::PathNotAllowed,
@@ -76,6 +79,7 @@ impl Reason {
         Reason::McpToolDenied,
         Reason::CredentialOutbound,
         Reason::McpArgumentDenied,
+        Reason::Overloaded,
     ];
 
     /// The contract spelling, e.g. `host_not_allowed`.
@@ -94,6 +98,7 @@ impl Reason {
             Reason::McpToolDenied => "mcp_tool_denied",
             Reason::CredentialOutbound => "credential_outbound",
             Reason::McpArgumentDenied => "mcp_argument_denied",
+            Reason::Overloaded => "overloaded",
         }
     }
 }
@@ -232,6 +237,11 @@ impl Reason {
                 format!("an MCP tool call to {host} passed an argument refused by {rule}"),
                 "widen the tool's guard under mcp[].tools.args in airlock.yaml if the agent \
                  should pass that value"
+                    .to_owned(),
+            ),
+            Reason::Overloaded => (
+                format!("airlock is holding as many bodies for inspection as its limits allow; {method} {path} was not read"),
+                "retry later, or raise limits.buffer_memory (or limits.connections_per_client) in airlock.yaml"
                     .to_owned(),
             ),
         };

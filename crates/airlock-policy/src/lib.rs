@@ -24,6 +24,7 @@ pub mod emit;
 pub mod filesystem;
 pub mod import;
 pub mod json_deny;
+pub mod limits;
 pub mod load;
 pub mod matcher;
 pub mod mcp_args;

@@ -317,6 +317,13 @@ const TOP_KEYS: &[&str] = &[
     "providers",
     "filesystem",
     "dlp",
+    "limits",
+];
+const LIMITS_KEYS: &[&str] = &[
+    "body_timeout",
+    "idle_timeout",
+    "buffer_memory",
+    "connections_per_client",
 ];
 const DLP_KEYS: &[&str] = &["credentials", "allow"];
 const DLP_ALLOW_KEYS: &[&str] = &["host", "kinds"];
@@ -556,6 +563,9 @@ impl Checker<'_> {
         }
         if let Some(node) = top.get("dlp") {
             policy.dlp = self.dlp(node);
+        }
+        if let Some(node) = top.get("limits") {
+            policy.limits = self.limits(node);
         }
         if let Some(node) = top.get("providers") {
             let rules = self.providers(node, &policy.secrets);
@@ -1424,6 +1434,63 @@ impl Checker<'_> {
             }
         }
         Some(crate::model::DlpAllow { host, kinds })
+    }
+
+    /// `limits:`: timeouts, the inspection memory budget and the per-client connection
+    /// cap (docs/policy.md, "limits").
+    fn limits(&mut self, node: &Node) -> crate::limits::Limits {
+        use crate::limits::parse_duration;
+        let mut out = crate::limits::Limits::default();
+        if matches!(node.kind, Kind::Null) {
+            return out;
+        }
+        let Some(fields) = self.fields(node, "limits", LIMITS_KEYS) else {
+            return out;
+        };
+        if let Some(value) = fields.get("body_timeout") {
+            out.body_timeout = self.limit_value(value, "limits.body_timeout", parse_duration);
+        }
+        if let Some(value) = fields.get("idle_timeout") {
+            out.idle_timeout = self.limit_value(value, "limits.idle_timeout", parse_duration);
+        }
+        if let Some(value) = fields.get("buffer_memory") {
+            out.buffer_memory = self.limit_value(value, "limits.buffer_memory", |text| {
+                airlock_audit::parse_size(text)
+                    .map_err(|_| "is not a size: write a number and a unit, as in 64MiB".into())
+            });
+        }
+        if let Some(value) = fields.get("connections_per_client") {
+            match value.kind {
+                Kind::Int(number) if (1..=1_000_000).contains(&number) => {
+                    out.connections_per_client = u32::try_from(number).ok();
+                }
+                Kind::Int(number) => self.error(
+                    value.pos,
+                    format!(
+                        "limits.connections_per_client {number} is out of range: write a number from 1 to 1000000"
+                    ),
+                ),
+                _ => self.wrong_type(value, "limits.connections_per_client", "a number"),
+            }
+        }
+        out
+    }
+
+    /// A `limits` value written as a string (`30s`, `64MiB`) and read by `parse`.
+    fn limit_value<T>(
+        &mut self,
+        node: &Node,
+        what: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let text = self.string(node, what)?;
+        match parse(text) {
+            Ok(value) => Some(value),
+            Err(problem) => {
+                self.error(node.pos, format!("{what} `{}` {problem}", shown(text)));
+                None
+            }
+        }
     }
 
     /// `filesystem:`: four lists of paths (docs/policy.md, "filesystem").

@@ -26,6 +26,8 @@ pub struct Policy {
     pub filesystem: Filesystem,
     /// The outbound guard's handling of well-known credential formats.
     pub dlp: Dlp,
+    /// Timeouts, the inspection memory budget and the per-client connection cap.
+    pub limits: crate::limits::Limits,
 }
 
 /// The `dlp` section: what the outbound guard does with a well-known credential format
@@ -381,6 +383,7 @@ impl Policy {
             out.mcp.extend(policy.mcp);
             out.filesystem.merge(policy.filesystem);
             out.dlp.merge(policy.dlp);
+            out.limits.merge(policy.limits);
         }
         Ok(out)
     }

@@ -1,24 +1,11 @@
 //! The `dlp` section: its modes, its `allow` entries, located errors, how sources combine
 //! and which kinds a host may receive once compiled.
 
-use airlock_policy::load::{LoadError, load_str};
+mod section_support;
+
 use airlock_policy::model::{DlpMode, Policy};
 use airlock_policy::{CompiledPolicy, Host};
-
-fn load(text: &str) -> Policy {
-    load_str("p.yaml", text).unwrap_or_else(|e| panic!("{e:?}"))
-}
-
-fn error(text: &str) -> (u32, u32, String) {
-    match load_str("p.yaml", text) {
-        Ok(policy) => panic!("expected an error, loaded {policy:?}"),
-        Err(LoadError { errors }) => {
-            assert_eq!(errors.len(), 1, "{errors:#?}");
-            let e = &errors[0];
-            (e.line, e.column, e.message.clone())
-        }
-    }
-}
+use section_support::{error, load};
 
 fn host(name: &str) -> Host {
     Host::Name(name.to_owned())

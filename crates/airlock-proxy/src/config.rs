@@ -39,6 +39,33 @@ pub struct Limits {
     pub max_concurrent_streams: u32,
     /// On shutdown, how long in-flight connections get to finish.
     pub drain_timeout: Duration,
+    /// Time a client has to finish an inspected body (`limits.body_timeout`); over it the
+    /// request gets 408 and its connection closes.
+    pub body_timeout: Duration,
+    /// An HTTP/1.1 keep-alive or HTTP/2 connection with no request in flight for this
+    /// long is shut down (`limits.idle_timeout`).
+    pub idle_timeout: Duration,
+    /// Bytes held for inspection at once, across every request (`limits.buffer_memory`).
+    pub buffer_memory: u64,
+    /// Concurrent connections from one client address (`limits.connections_per_client`).
+    pub connections_per_client: u32,
+    /// HTTP/2 flow-control window of one stream: what a client may send before the proxy
+    /// reads it.
+    pub h2_stream_window: u32,
+    /// HTTP/2 flow-control window of one connection (all its streams).
+    pub h2_connection_window: u32,
+}
+
+impl Limits {
+    /// Takes the policy's `limits` section: its timeouts (the head deadline included),
+    /// memory budget and per-client cap replace the defaults.
+    pub fn apply_policy(&mut self, policy: &airlock_policy::limits::Limits) {
+        self.body_timeout = policy.body_timeout();
+        self.header_read_timeout = policy.body_timeout();
+        self.idle_timeout = policy.idle_timeout();
+        self.buffer_memory = policy.buffer_memory();
+        self.connections_per_client = policy.connections_per_client();
+    }
 }
 
 impl Default for Limits {
@@ -51,8 +78,14 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             first_bytes_timeout: Duration::from_secs(2),
             relay_idle_timeout: Duration::from_secs(600),
-            max_concurrent_streams: 128,
+            max_concurrent_streams: 100,
             drain_timeout: Duration::from_secs(10),
+            body_timeout: airlock_policy::limits::DEFAULT_BODY_TIMEOUT,
+            idle_timeout: airlock_policy::limits::DEFAULT_IDLE_TIMEOUT,
+            buffer_memory: airlock_policy::limits::DEFAULT_BUFFER_MEMORY,
+            connections_per_client: airlock_policy::limits::DEFAULT_CONNECTIONS_PER_CLIENT,
+            h2_stream_window: 128 * 1024,
+            h2_connection_window: 256 * 1024,
         }
     }
 }

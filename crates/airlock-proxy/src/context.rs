@@ -22,6 +22,7 @@ use rustls::ServerConfig;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use crate::body::ProxyBody;
+use crate::budget::{Budget, ClientSlot};
 use crate::ca::CertificateAuthority;
 use crate::config::{Limits, TunnelRefusal};
 use crate::head_tap::HeadTap;
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) http1: http1::Builder,
     pub(crate) http_any: auto::Builder<TokioExecutor>,
     pub(crate) limits: Limits,
+    /// The bytes that may be held for inspection at once (`limits.buffer_memory`).
+    pub(crate) budget: Budget,
     pub(crate) tunnel_refusal: TunnelRefusal,
     /// Enforce, or report (decisions relaxed by [`Mode::apply`]).
     pub(crate) mode: Mode,
@@ -82,9 +85,16 @@ pub(crate) struct ConnContext {
     pub(crate) id: u64,
     /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
     pub(crate) head_tap: Option<HeadTap>,
-    /// Held while anything serves this connection (tunnels included), so that the cap and
+    /// Held while anything serves this connection (tunnels included), so that the caps and
     /// the drain on shutdown count it.
-    pub(crate) _permit: Arc<OwnedSemaphorePermit>,
+    pub(crate) _permit: Arc<Admitted>,
+}
+
+/// What an admitted connection holds: its place under the connection cap and under its
+/// client's cap.
+pub(crate) struct Admitted {
+    pub(crate) _connection: OwnedSemaphorePermit,
+    pub(crate) _client: Option<ClientSlot>,
 }
 
 impl ConnContext {

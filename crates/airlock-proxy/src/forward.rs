@@ -19,6 +19,7 @@ use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::model::{DlpMode, Rule};
 use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
@@ -28,7 +29,8 @@ use hyper::body::Incoming;
 
 use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
-use crate::body_guard;
+use crate::body_guard::{self, Unread};
+use crate::budget::Held;
 use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
@@ -225,17 +227,15 @@ pub(crate) async fn serve(
             .path
             .map(|path| airlock_dlp::redact(&path).into_owned());
     }
+    // The inspected body's bytes stay taken from the budget until the exchange is sent.
+    let mut _held = None;
     let body = if mcp_rule.is_some() || !body_guards.is_empty() {
-        let checked = body_guard::read_whole(&mut parts.headers, body)
-            .await
-            .map_err(|reason| {
-                let rule = body_guards.first().map(|rule| rule.id.clone());
-                Decision::deny(reason, rule.or_else(|| line.rule.clone()))
-            })
-            .and_then(|bytes| body_guard::check(&bytes, &body_guards).map(|()| bytes));
-        match checked {
-            Ok(bytes) => Either::Right(bytes),
-            Err(refusal) => return Ok(refuse_line(&context, refusal, line)),
+        match read_inspected(&context, &mut parts.headers, body, &body_guards, &line).await {
+            Ok((bytes, held)) => {
+                _held = Some(held);
+                Either::Right(bytes)
+            }
+            Err(response) => return Ok(response),
         }
     } else {
         Either::Left(body)
@@ -460,6 +460,39 @@ fn decide(
     }
 }
 
+/// Reads the body a `json_deny` guard or an MCP rule must inspect (within the body
+/// timeout, its bytes taken from the budget) and checks it against `guards`; `Err` is the
+/// answer already audited: 403, 408 `request_timeout` or 503 `overloaded`.
+async fn read_inspected(
+    context: &ConnContext,
+    headers: &mut HeaderMap,
+    mut body: Incoming,
+    guards: &[&Rule],
+    line: &Line,
+) -> Result<(Bytes, Held), Response<ProxyBody>> {
+    let shared = &context.shared;
+    let rule = guards
+        .first()
+        .map(|rule| rule.id.clone())
+        .or_else(|| line.rule.clone());
+    let timeout = shared.limits.body_timeout;
+    let read = body_guard::read_whole(headers, &mut body, &shared.budget, timeout).await;
+    let refusal = match read {
+        Ok((bytes, held)) => match body_guard::check(&bytes, guards) {
+            Ok(()) => return Ok((bytes, held)),
+            Err(decision) => decision,
+        },
+        Err(Unread::Timeout) => return Err(refuse_timeout(context, rule, line.clone())),
+        Err(Unread::Refused(Reason::Overloaded)) => {
+            let decision = Decision::deny(Reason::Overloaded, rule);
+            let response = refuse_line(context, decision, line.clone());
+            return Err(after_draining(body, response).await);
+        }
+        Err(Unread::Refused(reason)) => Decision::deny(reason, rule),
+    };
+    Err(refuse_line(context, refusal, line.clone()))
+}
+
 /// Sends a refusal while the refused request's body is read and discarded in the
 /// background (bounded in size and time), so that a client still uploading — an HTTP/2
 /// stream especially — reads the 403 instead of a reset.
@@ -485,16 +518,39 @@ async fn after_draining(mut body: Incoming, response: Response<ProxyBody>) -> Re
 
 /// Writes the refusal's `http` audit line (its request fields already filled in) and
 /// builds its 403.
-fn refuse_line(context: &ConnContext, decision: Decision, mut line: Line) -> Response<ProxyBody> {
+fn refuse_line(context: &ConnContext, decision: Decision, line: Line) -> Response<ProxyBody> {
     let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
-    let response = Refused {
-        reason,
-        method: line.method.as_deref().unwrap_or_default(),
-        host: &line.host,
-        path: line.path.as_deref(),
-        rule: decision.rule.as_deref(),
-    }
-    .response();
+    let response = if reason == Reason::Overloaded {
+        refusal::overloaded()
+    } else {
+        Refused {
+            reason,
+            method: line.method.as_deref().unwrap_or_default(),
+            host: &line.host,
+            path: line.path.as_deref(),
+            rule: decision.rule.as_deref(),
+        }
+        .response()
+    };
+    write_refusal(context, decision, reason, line, response)
+}
+
+/// The 408 of an inspected body not complete within `limits.body_timeout`, audited as a
+/// `body_uninspectable` refusal by `rule`.
+fn refuse_timeout(context: &ConnContext, rule: Option<String>, line: Line) -> Response<ProxyBody> {
+    let reason = Reason::BodyUninspectable;
+    let decision = Decision::deny(reason, rule);
+    write_refusal(context, decision, reason, line, refusal::request_timeout())
+}
+
+/// Writes a refusal's audit line (status from `response`) and hands `response` back.
+fn write_refusal(
+    context: &ConnContext,
+    decision: Decision,
+    reason: Reason,
+    mut line: Line,
+    response: Response<ProxyBody>,
+) -> Response<ProxyBody> {
     line.allowed = false;
     line.would = None;
     line.secrets.clear();

@@ -14,6 +14,7 @@
 
 pub mod body;
 mod body_guard;
+mod budget;
 pub mod ca;
 pub mod config;
 mod connect;
@@ -21,6 +22,7 @@ mod context;
 mod forward;
 mod head_tap;
 pub mod identity;
+mod idle;
 mod malformed;
 mod mcp;
 pub mod record;

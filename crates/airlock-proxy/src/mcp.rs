@@ -17,11 +17,12 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 use http::{Response, StatusCode};
-use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use crate::body::ProxyBody;
 use crate::body::is_encoded;
+use crate::body_guard::{self, Unread};
+use crate::budget::Held;
 use crate::context::ConnContext;
 use crate::record::{Exchange, Line, LineKind};
 use crate::refusal;
@@ -201,9 +202,17 @@ pub(crate) async fn filter_response(
              it cannot be filtered, so it is not passed on",
         ));
     }
-    let upstream = match Limited::new(body, airlock_mcp::BODY_LIMIT).collect().await {
-        Ok(collected) if is_json => collected.to_bytes(),
+    let mut body = body;
+    // The answer's bytes are taken from the inspection budget while it is filtered.
+    let mut held = Held::default();
+    let budget = &context.shared.budget;
+    let upstream = match body_guard::collect(&mut body, budget, &mut held, None).await {
+        Ok(collected) if is_json => collected,
         Ok(_) => Bytes::new(),
+        Err(Unread::Refused(Reason::Overloaded)) => {
+            exchange.set_status(503);
+            return Ok(refusal::overloaded());
+        }
         Err(_) => {
             exchange.set_status(502);
             return Ok(refusal::bad_gateway(

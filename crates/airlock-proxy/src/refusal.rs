@@ -89,6 +89,29 @@ pub fn bad_gateway(message: &str) -> Response<ProxyBody> {
     )
 }
 
+/// 503 `overloaded`: the inspection memory budget (`limits.buffer_memory`) is taken; the
+/// body was not read. Retrying later may pass.
+pub fn overloaded() -> Response<ProxyBody> {
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "overloaded",
+        "airlock holds as many request bodies for inspection as limits.buffer_memory allows; \
+         retry later",
+        true,
+    )
+}
+
+/// 408 `request_timeout`: an inspected body was not complete within `limits.body_timeout`;
+/// the connection is closed.
+pub fn request_timeout() -> Response<ProxyBody> {
+    error_response(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_timeout",
+        "the request body was not complete within limits.body_timeout",
+        true,
+    )
+}
+
 /// 503 once the audit log can no longer be written: nothing passes unrecorded.
 pub fn audit_unavailable() -> Response<ProxyBody> {
     error_response(

@@ -11,20 +11,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use airlock_credentials::Credentials;
 use airlock_policy::CompiledPolicy;
+use airlock_policy::Reason;
 use arc_swap::ArcSwap;
 use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
+use crate::budget::{BACKPRESSURE_WAIT, Budget, PerClient};
 use crate::ca::CertificateAuthority;
 use crate::config::ProxyConfig;
-use crate::context::{ConnContext, Shared, client_alpn, stopping};
+use crate::context::{Admitted, ConnContext, Shared, client_alpn};
 use crate::forward;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
+use crate::idle::{self, Activity};
+use crate::record::{Line, LineKind};
 use crate::transparent::{self, Capture, NameLookup};
 use crate::upstream::{Upstream, UpstreamSetupError};
 
@@ -61,6 +64,7 @@ impl Gauges {
 pub struct Proxy {
     shared: Arc<Shared>,
     connections: Arc<Semaphore>,
+    per_client: Arc<PerClient>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -75,10 +79,12 @@ impl Proxy {
             audit,
             resolve,
             upstream_cas,
-            limits,
+            mut limits,
             tunnel_refusal,
             mode,
         } = config;
+        // The policy's `limits` section in force at start (a reload does not change them).
+        limits.apply_policy(&policy.load().policy().limits);
         // Defence in depth: no event should hold a real value, and if one ever does, the
         // line is written with `[REDACTED:NAME]` in its place.
         let credentials = Arc::new(ArcSwap::new(credentials));
@@ -116,10 +122,16 @@ impl Proxy {
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .max_concurrent_streams(limits.max_concurrent_streams)
             .keep_alive_interval(Some(limits.header_read_timeout))
-            .adaptive_window(true);
+            // Fixed windows: what a client may send unread is bounded per connection.
+            .adaptive_window(false)
+            .initial_stream_window_size(limits.h2_stream_window)
+            .initial_connection_window_size(limits.h2_connection_window)
+            .max_send_buf_size(limits.h2_stream_window as usize);
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let connections = Arc::new(Semaphore::new(limits.max_connections));
+        let per_client = PerClient::new(limits.connections_per_client);
+        let budget = Budget::new(limits.buffer_memory, BACKPRESSURE_WAIT);
         let shared = Arc::new(Shared {
             policy,
             ca,
@@ -132,6 +144,7 @@ impl Proxy {
             http1,
             http_any,
             limits,
+            budget,
             tunnel_refusal,
             mode,
             next_conn: AtomicU64::new(1),
@@ -141,6 +154,7 @@ impl Proxy {
         Ok(Proxy {
             shared,
             connections,
+            per_client,
             shutdown,
         })
     }
@@ -246,8 +260,9 @@ impl Proxy {
         self.shared.audit.flush();
     }
 
-    /// Admits an accepted connection under the connection cap (`None`: over the cap, the
-    /// connection is dropped).
+    /// Admits an accepted connection under the connection cap and its client's cap
+    /// (`None`: over a cap, the connection is dropped; over the client's cap it is also
+    /// audited, identical lines folding).
     fn admit(
         &self,
         stream: &TcpStream,
@@ -258,6 +273,13 @@ impl Proxy {
             tracing::warn!("connection limit reached: closing a connection from {peer}");
             return None;
         };
+        let Some(client) = self.per_client.admit(peer.ip()) else {
+            tracing::warn!("connections_per_client reached: closing a connection from {peer}");
+            let mut line = Line::new(LineKind::Tcp, peer.ip().to_string(), 0, 0);
+            line.reason = Some(Reason::Overloaded);
+            line.write(&self.shared.audit);
+            return None;
+        };
         let _ = stream.set_nodelay(true);
         let shared = self.shared.clone();
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
@@ -266,7 +288,10 @@ impl Proxy {
             origin: Origin::Direct,
             id,
             head_tap,
-            _permit: Arc::new(permit),
+            _permit: Arc::new(Admitted {
+                _connection: permit,
+                _client: Some(client),
+            }),
         }))
     }
 }
@@ -280,19 +305,12 @@ async fn accept_failed(error: std::io::Error) {
 /// Serves one accepted client connection as an HTTP/1 proxy connection.
 async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let shared = context.shared.clone();
-    let mut shutdown = shared.shutdown.clone();
     let io = TokioIo::new(context.head_tap.clone().unwrap_or_default().wrap(stream));
-    let service_context = context.clone();
-    let service = service_fn(move |request| forward::serve(service_context.clone(), request));
+    let activity = Activity::new();
+    let service = idle::service(context.clone(), activity.clone());
     let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
-    let result = tokio::select! {
-        result = &mut connection => result,
-        () = stopping(&mut shutdown) => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
-    };
+    let result = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared).await;
     if let Err(e) = result {
         tracing::debug!("client connection: {e}");
         crate::malformed::log_parse_error(&context, &e);

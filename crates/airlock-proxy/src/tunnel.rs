@@ -14,7 +14,6 @@ use airlock_policy::canonical::{Host, canonical_host};
 use airlock_policy::matcher::TunnelDecision;
 use airlock_policy::{Decision, Reason};
 use bytes::{Bytes, BytesMut};
-use hyper::service::service_fn;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use rustls::server::Acceptor;
@@ -22,9 +21,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::context::{ConnContext, client_alpn, stopping};
+use crate::context::{ConnContext, client_alpn};
 use crate::head_tap::{HeadTap, Tapped};
 use crate::identity::Origin;
+use crate::idle::{self, Activity};
 use crate::record::{Line, LineKind};
 use crate::relay::relay;
 use crate::rewind::Rewind;
@@ -285,33 +285,21 @@ where
     let context = Arc::new(context);
     let log_context = context.clone();
     let shared = context.shared.clone();
-    let mut shutdown = shared.shutdown.clone();
-    let serve_http = shared.serve_http;
-    let service = service_fn(move |request| serve_http(context.clone(), request));
+    let activity = Activity::new();
+    let service = idle::service(context, activity.clone());
     if h2 {
         let connection = shared.http_any.serve_connection_with_upgrades(io, service);
         tokio::pin!(connection);
-        tokio::select! {
-            result = &mut connection => {
-                if let Err(e) = result { tracing::debug!("tunnel connection: {e}"); }
-            }
-            () = stopping(&mut shutdown) => {
-                connection.as_mut().graceful_shutdown();
-                let _ = connection.await;
-            }
+        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
+        if let Err(e) = serving.await {
+            tracing::debug!("tunnel connection: {e}");
         }
     } else {
         let io = TokioIo::new(head_tap.unwrap_or_default().wrap(io.into_inner()));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
         tokio::pin!(connection);
-        let result = tokio::select! {
-            result = &mut connection => result,
-            () = stopping(&mut shutdown) => {
-                connection.as_mut().graceful_shutdown();
-                connection.await
-            }
-        };
-        if let Err(e) = result {
+        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
+        if let Err(e) = serving.await {
             tracing::debug!("tunnel connection: {e}");
             crate::malformed::log_parse_error(&log_context, &e);
         }
