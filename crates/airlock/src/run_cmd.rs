@@ -33,6 +33,9 @@
 //! `SIGINT` is ignored here (the terminal delivers it to the command directly) and
 //! `SIGTERM`/`SIGHUP` are forwarded to it. When it ends, the proxy and DNS stop, the audit
 //! log is flushed, and if anything was refused one summary line goes to stderr.
+//!
+//! `airlock mcp` runs the same session with a [`Relay`]: the command's standard input and
+//! output are then pipes handed to the relay instead of airlock's own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -230,6 +233,20 @@ impl Relaying {
             stdout: stdout.into(),
             task,
         }))
+    }
+
+    /// Hands the command's ends of its pipes to the jail; returns the relaying task.
+    #[cfg(target_os = "linux")]
+    fn attach(
+        relaying: Option<Self>,
+        spec: &mut airlock_jail::JailSpec,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let relaying = relaying?;
+        spec.stdio = Some(airlock_jail::JailStdio {
+            stdin: std::sync::Arc::new(relaying.stdin),
+            stdout: std::sync::Arc::new(relaying.stdout),
+        });
+        Some(relaying.task)
     }
 
     /// Waits (a bounded time) until the command's output was relayed.
@@ -872,7 +889,7 @@ async fn run_namespace(
     config: ProxyConfig,
     relaying: Option<Relaying>,
 ) -> i32 {
-    use airlock_jail::{Jail, JailSpec, JailStdio};
+    use airlock_jail::{Jail, JailSpec};
 
     let proxy = match Proxy::new(config) {
         Ok(proxy) => proxy,
@@ -911,13 +928,7 @@ async fn run_namespace(
         filesystem: Some(fs.confinement),
         stdio: None,
     };
-    let relay_task = relaying.map(|relaying| {
-        spec.stdio = Some(JailStdio {
-            stdin: std::sync::Arc::new(relaying.stdin),
-            stdout: std::sync::Arc::new(relaying.stdout),
-        });
-        relaying.task
-    });
+    let relay_task = Relaying::attach(relaying, &mut spec);
     // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
