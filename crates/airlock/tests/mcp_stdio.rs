@@ -317,6 +317,7 @@ fn invalid_and_overlong_lines_fail_closed_with_bounded_memory() {
     assert_eq!(flood["id"], 10, "{flood}");
     assert_eq!(flood["result"]["content"][0]["text"], "flooded", "{flood}");
     let peak = mcp.peak_kib();
+    eprintln!("airlock mcp peak resident memory: {peak} KiB");
     assert!(peak < 48 * 1024, "airlock's peak memory grew to {peak} KiB");
     let (code, home) = mcp.finish();
     assert_eq!(code, 0);
@@ -447,4 +448,23 @@ fn the_exit_status_is_the_servers() {
         "--policy", &policy, "--log", "-", "--name", "fs", "--", "true",
     ]);
     assert_eq!(run::code(&stdout_log), 125, "{}", stdout_log.stderr);
+}
+
+#[test]
+fn jail_env_relays_the_same_way() {
+    support::need("python3");
+    let mut mcp = Mcp::start(&["--jail".to_owned(), "env".to_owned()], Some("3"));
+    mcp.initialize();
+    let denied = mcp.call(1, "exec", json!({"cmd": "id"}));
+    assert_eq!(
+        denied["error"]["data"]["reason"], "mcp_tool_denied",
+        "{denied}"
+    );
+    let allowed = mcp.call(2, "write_file", json!({"path": "/workspace/d"}));
+    assert_eq!(allowed["id"], 2, "{allowed}");
+    assert!(allowed["result"].is_object(), "{allowed}");
+    let (code, home) = mcp.finish();
+    assert_eq!(code, 3);
+    let received = read_lines(&home.scratch().join("received.jsonl"));
+    assert_eq!(tools_called(&received), ["write_file"]);
 }
