@@ -3,7 +3,7 @@
 //!
 //! Two events are *identical* when every field but `ms` is equal (`ts` is not part of the
 //! event): same kind, decision, rule, reason, destination, path, query, status, bytes,
-//! secrets, connection, phase, name, tool and message. The first of a run is written at
+//! secrets, connection, phase, name, server, tool, argument and message. The first of a run is written at
 //! once and opens a window of [`WINDOW`]; identical events within the window are counted,
 //! not written. When the window ends (checked at least every [`WINDOW`], on
 //! [`crate::AuditLog::flush`] and when the log closes) one more line is written if any
@@ -133,7 +133,9 @@ fn fold_hash(event: &AuditEvent) -> u64 {
     event.conn.hash(&mut hasher);
     event.phase.hash(&mut hasher);
     event.name.hash(&mut hasher);
+    event.server.hash(&mut hasher);
     event.tool.hash(&mut hasher);
+    event.argument.hash(&mut hasher);
     hasher.finish()
 }
 

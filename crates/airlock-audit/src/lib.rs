@@ -18,7 +18,11 @@
 //! `reason` is the refusal it would have had:
 //!
 //! `ts kind decision would rule reason method scheme host port path query status bytes_up
-//! bytes_down ms secrets conn name qtype tool form credential message phase count`
+//! bytes_down ms secrets conn name qtype server tool argument form credential message phase
+//! count`
+//!
+//! `server` names the stdio MCP server of an `airlock mcp` line; `argument` names the
+//! guarded argument that refused an MCP call (`mcp_argument_denied`), never its value.
 //!
 //! `ts` is RFC 3339 UTC with microseconds and a `Z` (`2026-11-22T10:00:00.123456Z`);
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`). `phase` is
@@ -142,8 +146,12 @@ pub struct AuditEvent {
     pub name: Option<String>,
     /// The query type (`dns` lines: `A`, `AAAA`, ...).
     pub qtype: Option<String>,
+    /// The stdio MCP server's name (`mcp` lines of `airlock mcp`).
+    pub server: Option<String>,
     /// The MCP tool name (`mcp` lines).
     pub tool: Option<String>,
+    /// The guarded argument's name (never its value) on `mcp_argument_denied` lines.
+    pub argument: Option<String>,
     /// How a refused credential travelled: `surrogate`, `real` or `cleartext`.
     pub form: Option<&'static str>,
     /// The kind of a well-known credential format found (`github`, `aws`, ...).
@@ -517,7 +525,11 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     qtype: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argument: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     form: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -555,7 +567,9 @@ impl<'a> Line<'a> {
             conn: event.conn,
             name: event.name.as_deref(),
             qtype: event.qtype.as_deref(),
+            server: event.server.as_deref(),
             tool: event.tool.as_deref(),
+            argument: event.argument.as_deref(),
             form: event.form,
             credential: event.credential,
             message: event.message.as_deref(),

@@ -489,3 +489,30 @@ fn the_line_filter_rewrites_every_line_before_it_is_written() {
     assert!(!text.contains("sk-REAL-value"), "{text}");
     assert!(text.contains("/leak/[REDACTED:KEY]"), "{text}");
 }
+
+#[test]
+fn stdio_mcp_lines_name_the_server_and_the_refused_argument() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.to_str().expect("utf-8 path")).expect("open");
+    log.record(AuditEvent {
+        kind: Kind::Mcp,
+        decision: Decision::Deny,
+        rule: Some("mcp[0]".into()),
+        reason: Some("mcp_argument_denied"),
+        server: Some("fs".into()),
+        tool: Some("read_file".into()),
+        argument: Some("path".into()),
+        ..AuditEvent::default()
+    });
+    log.flush();
+    let lines = read_lines(&path);
+    assert_eq!(
+        keys(&lines[0]),
+        [
+            "ts", "kind", "decision", "rule", "reason", "secrets", "server", "tool", "argument"
+        ]
+    );
+    assert_eq!(lines[0]["server"], "fs");
+    assert_eq!(lines[0]["argument"], "path");
+}

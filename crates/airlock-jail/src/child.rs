@@ -74,6 +74,9 @@ pub(crate) struct ChildPlan {
     pub(crate) argv: Vec<CString>,
     /// The command's complete environment, as `NAME=VALUE`.
     pub(crate) env: Vec<CString>,
+    /// `(stdin, stdout)` descriptors that become 0 and 1 (`JailSpec::stdio`); they stay
+    /// open in airlock (its `JailSpec` holds them) until the fork is done.
+    pub(crate) stdio: Option<(RawFd, RawFd)>,
 }
 
 /// Runs the jail in the freshly forked child. Never returns.
@@ -134,6 +137,9 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     // SAFETY: getppid has no preconditions.
     if unsafe { libc::getppid() } != plan.parent_pid {
         exit_now(125);
+    }
+    if let Some((stdin, stdout)) = plan.stdio {
+        redirect_stdio(stdin, stdout).at(SetupStep::CloseInheritedDescriptors)?;
     }
     close_descriptors_except(control).at(SetupStep::CloseInheritedDescriptors)?;
     for (start, end) in plan.inherited_areas {
@@ -201,6 +207,28 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
 }
 
 /// Closes every descriptor above 2 except `keep`.
+/// Makes `stdin` and `stdout` descriptors 0 and 1. Both are first copied above 2, so a
+/// source that is itself 0 or 1 is not overwritten before it is read; the copies are
+/// closed with the other inherited descriptors.
+fn redirect_stdio(stdin: RawFd, stdout: RawFd) -> io::Result<()> {
+    let mut high = [0; 2];
+    for (slot, fd) in high.iter_mut().zip([stdin, stdout]) {
+        // SAFETY: fcntl(F_DUPFD) only adds a descriptor to this process's table.
+        *slot = unsafe { libc::fcntl(fd, libc::F_DUPFD, 3) };
+        if *slot < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (target, fd) in [0, 1].into_iter().zip(high) {
+        // SAFETY: dup2 replaces descriptor 0 or 1 of this (forked, single-threaded)
+        // process; nothing here uses the old ones.
+        if unsafe { libc::dup2(fd, target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 fn close_descriptors_except(keep: RawFd) -> io::Result<()> {
     let keep =
         libc::c_uint::try_from(keep).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;

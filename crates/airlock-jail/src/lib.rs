@@ -41,6 +41,7 @@
 //!         hide_if_present: Vec::new(),
 //!         bind_files: Vec::new(),
 //!         filesystem: None,
+//!         stdio: None,
 //!     };
 //!     let mut jail = Jail::spawn(spec)?; // JailError::exit_status() == 125
 //!     for listener in std::mem::take(&mut jail.listeners) {
@@ -110,6 +111,20 @@ pub struct JailSpec {
     /// Filesystem confinement (docs/security.md): `None` keeps the host's files as the
     /// user sees them (only `hide_paths` covered).
     pub filesystem: Option<FsConfinement>,
+    /// Descriptors that become the command's standard input and output instead of
+    /// airlock's own (`airlock mcp` relays them); `None` inherits airlock's.
+    pub stdio: Option<JailStdio>,
+}
+
+/// The command's standard input and output, when not airlock's own: typically the
+/// jail's ends of two pipes. airlock should drop its copies once [`Jail::spawn`]
+/// returned, so that the command sees the end of its input when airlock closes its end.
+#[derive(Debug, Clone)]
+pub struct JailStdio {
+    /// Becomes the command's descriptor 0.
+    pub stdin: std::sync::Arc<OwnedFd>,
+    /// Becomes the command's descriptor 1.
+    pub stdout: std::sync::Arc<OwnedFd>,
 }
 
 /// Filesystem confinement: the host read-only except `writable`, a private `/tmp` and

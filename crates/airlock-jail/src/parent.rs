@@ -619,6 +619,10 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         program_candidates,
         argv,
         env,
+        stdio: spec.stdio.as_ref().map(|stdio| {
+            use std::os::fd::AsRawFd;
+            (stdio.stdin.as_raw_fd(), stdio.stdout.as_raw_fd())
+        }),
     })
 }
 

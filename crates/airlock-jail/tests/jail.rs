@@ -30,6 +30,7 @@ fn spec(argv: &[&str]) -> JailSpec {
         hide_if_present: Vec::new(),
         bind_files: Vec::new(),
         filesystem: None,
+        stdio: None,
     }
 }
 

@@ -9,7 +9,7 @@
 //! [`Uninspectable`]), and keys and values are compared decoded (`\u` escapes resolved).
 
 use airlock_policy::mcp_args::{ArgGuard, fold};
-use airlock_policy::model::McpRule;
+use airlock_policy::model::ToolRules;
 use serde_json::value::RawValue;
 
 use crate::Uninspectable;
@@ -19,10 +19,14 @@ use crate::json::{self, Object};
 /// the rule refuses, or `None` when every guard of the tool passes (or it has none).
 pub(crate) fn refused_argument(
     params: &Object<'_>,
-    rule: &McpRule,
+    rule: &(impl ToolRules + ?Sized),
     tool: &str,
 ) -> Result<Option<String>, Uninspectable> {
-    let mut guards = rule.args.iter().filter(|g| g.applies_to(tool)).peekable();
+    let mut guards = rule
+        .arg_guards()
+        .iter()
+        .filter(|g| g.applies_to(tool))
+        .peekable();
     let Some(first) = guards.peek() else {
         return Ok(None);
     };

@@ -4,7 +4,8 @@
 //! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
 //! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
 //! advertised. It also checks request bodies against `json_deny` body guards
-//! ([`refusing_rule`]).
+//! ([`refusing_rule`]). [`stdio`] frames and decides the lines of the stdio transport
+//! (`airlock mcp`) with the same decisions.
 //!
 //! Parsing is strict and fail-closed: the body must be UTF-8 JSON (no BOM, no comments,
 //! no UTF-16), every object this module looks into must have unique keys (a duplicate
@@ -18,11 +19,12 @@ mod args;
 mod body_guard;
 mod json;
 mod sse;
+pub mod stdio;
 
 pub use body_guard::refusing_rule;
 pub use sse::SseFilter;
 
-use airlock_policy::model::McpRule;
+use airlock_policy::model::ToolRules;
 use serde_json::value::RawValue;
 
 use crate::json::{Object, quote};
@@ -63,16 +65,17 @@ pub enum Uninspectable {
 /// matches case-insensitively (Unicode lower case on both sides, so `Run_Command` is
 /// denied by `run_command`); then a non-empty allow list must contain `name` exactly
 /// (byte for byte, no case folding or Unicode normalisation).
-pub fn tool_allowed(rule: &McpRule, name: &str) -> bool {
+pub fn tool_allowed(rule: &(impl ToolRules + ?Sized), name: &str) -> bool {
     let lower = name.to_lowercase();
     if rule
-        .deny
+        .denied_tools()
         .iter()
         .any(|denied| denied.to_lowercase() == lower)
     {
         return false;
     }
-    rule.allow.is_empty() || rule.allow.iter().any(|allowed| allowed == name)
+    let allow = rule.allowed_tools();
+    allow.is_empty() || allow.iter().any(|allowed| allowed == name)
 }
 
 /// One `tools/call` found in a request, in body order.
@@ -133,7 +136,10 @@ struct Message<'a> {
 }
 
 /// Inspects a request body against `rule`.
-pub fn inspect_request(body: &[u8], rule: &McpRule) -> Result<Inspection, Uninspectable> {
+pub fn inspect_request(
+    body: &[u8],
+    rule: &(impl ToolRules + ?Sized),
+) -> Result<Inspection, Uninspectable> {
     if body.len() > BODY_LIMIT {
         return Err(Uninspectable::TooLarge);
     }
@@ -150,7 +156,7 @@ pub fn inspect_request(body: &[u8], rule: &McpRule) -> Result<Inspection, Uninsp
 
 fn classify<'a>(
     raw: &'a RawValue,
-    rule: &McpRule,
+    rule: &(impl ToolRules + ?Sized),
     calls: &mut Vec<Call>,
 ) -> Result<Message<'a>, Uninspectable> {
     let object = Object::parse(raw)?;
@@ -314,7 +320,10 @@ pub fn merge(plan: &[Slot], upstream: &[u8]) -> Result<String, Uninspectable> {
 /// Filters a JSON response body (one message or a batch): every `result.tools` array
 /// loses the tools `rule` does not allow (and entries without a string `name`). Returns
 /// `None` when nothing changed (the body is passed on as it came).
-pub fn filter_response(body: &[u8], rule: &McpRule) -> Result<Option<String>, Uninspectable> {
+pub fn filter_response(
+    body: &[u8],
+    rule: &(impl ToolRules + ?Sized),
+) -> Result<Option<String>, Uninspectable> {
     if body.len() > BODY_LIMIT {
         return Err(Uninspectable::TooLarge);
     }
@@ -341,7 +350,10 @@ pub fn filter_response(body: &[u8], rule: &McpRule) -> Result<Option<String>, Un
 }
 
 /// One message with its `result.tools` filtered, or `None` if unchanged.
-fn filter_message(raw: &RawValue, rule: &McpRule) -> Result<Option<String>, Uninspectable> {
+fn filter_message(
+    raw: &RawValue,
+    rule: &(impl ToolRules + ?Sized),
+) -> Result<Option<String>, Uninspectable> {
     let mut message = Object::parse(raw)?;
     let Some(result) = message.get("result") else {
         return Ok(None);

@@ -1,4 +1,5 @@
 use super::*;
+use airlock_policy::model::McpRule;
 use proptest::prelude::*;
 
 fn rule(allow: &[&str], deny: &[&str]) -> McpRule {
@@ -216,6 +217,7 @@ fn sse_events_are_filtered_and_bad_ones_end_the_stream() {
 }
 
 mod args;
+mod stdio;
 
 proptest! {
     #[test]

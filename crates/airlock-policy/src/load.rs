@@ -16,7 +16,8 @@ use crate::canonical::{self, Host};
 use crate::json_deny::{self, JsonDeny, check_value_glob};
 use crate::mcp_args::{self, ArgGuard, ArgPattern};
 use crate::model::{
-    HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, Target,
+    HostPattern, Inject, McpRule, Network, Policy, Route, Rule, Secret, SecretSource, StdioMcpRule,
+    Target,
 };
 use crate::presets;
 use crate::providers::{PROVIDER_NAMES, Provider};
@@ -356,7 +357,7 @@ const SECRET_KEYS: &[&str] = &[
 ];
 const SECRET_SOURCES: &[&str] = &["env", "file", "value", "command"];
 const INJECT_KEYS: &[&str] = &["header", "format"];
-const MCP_KEYS: &[&str] = &["host", "path", "tools"];
+const MCP_KEYS: &[&str] = &["host", "path", "stdio", "tools"];
 
 /// An `mcp` rule's `tools`: allow, deny, argument guards.
 type Tools = (Vec<String>, Vec<String>, Vec<ArgGuard>);
@@ -553,7 +554,7 @@ impl Checker<'_> {
             (policy.secrets, secret_names) = self.secrets(node);
         }
         if let Some(node) = top.get("mcp") {
-            policy.mcp = self.mcp(node);
+            (policy.mcp, policy.mcp_stdio) = self.mcp(node);
         }
         if let Some(node) = top.get("routes") {
             policy.routes = self.routes(node, &secret_names, &policy.secrets);
@@ -1292,51 +1293,17 @@ impl Checker<'_> {
         })
     }
 
-    fn mcp(&mut self, node: &Node) -> Vec<McpRule> {
+    /// `mcp:`: HTTP rules (`host` + `path`) and stdio rules (`stdio: NAME`), in file order.
+    fn mcp(&mut self, node: &Node) -> (Vec<McpRule>, Vec<StdioMcpRule>) {
         let Some(items) = self.list(node, "mcp", true) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut rules = Vec::new();
+        let mut stdio_rules: Vec<StdioMcpRule> = Vec::new();
         for (index, item) in items.iter().enumerate() {
             let id = format!("mcp[{index}]");
             let Some(fields) = self.fields(item, &id, MCP_KEYS) else {
                 continue;
-            };
-            let host = match fields.get("host") {
-                Some(node) => self.host(node, &format!("{id}.host")),
-                None => {
-                    self.error(
-                        fields.pos,
-                        format!("{id}: `host` is missing: name the MCP server's host"),
-                    );
-                    None
-                }
-            };
-            let path = match fields.get("path") {
-                Some(node) => {
-                    let path_what = format!("{id}.path");
-                    self.string(node, &path_what).and_then(|text| {
-                        match rule::check_path_glob(text) {
-                            Ok(()) => Some(text.to_owned()),
-                            Err(problem) => {
-                                self.error(
-                                    node.pos,
-                                    format!("{path_what} `{}`: {problem}", shown(text)),
-                                );
-                                None
-                            }
-                        }
-                    })
-                }
-                None => {
-                    self.error(
-                        fields.pos,
-                        format!(
-                            "{id}: `path` is missing: give the MCP endpoint's path, as in `path: /mcp`"
-                        ),
-                    );
-                    None
-                }
             };
             let tools = match fields.get("tools") {
                 Some(node) => self.tools(node, &format!("{id}.tools")),
@@ -1350,6 +1317,32 @@ impl Checker<'_> {
                     None
                 }
             };
+            if let Some(stdio) = fields.get("stdio") {
+                let server = self.stdio_server(&fields, stdio, &id, &stdio_rules);
+                if let (Some(server), Some((allow, deny, args))) = (server, tools) {
+                    stdio_rules.push(StdioMcpRule {
+                        id,
+                        server,
+                        allow,
+                        deny,
+                        args,
+                    });
+                }
+                continue;
+            }
+            let host = match fields.get("host") {
+                Some(node) => self.host(node, &format!("{id}.host")),
+                None => {
+                    self.error(
+                        fields.pos,
+                        format!(
+                            "{id}: `host` is missing: name the MCP server's host, or write `stdio: NAME` for a server run by `airlock mcp`"
+                        ),
+                    );
+                    None
+                }
+            };
+            let path = self.mcp_path(&fields, &id);
             if let (Some(host), Some(path), Some((allow, deny, args))) = (host, path, tools) {
                 rules.push(McpRule {
                     id,
@@ -1361,7 +1354,73 @@ impl Checker<'_> {
                 });
             }
         }
-        rules
+        (rules, stdio_rules)
+    }
+
+    /// An HTTP `mcp` rule's `path`.
+    fn mcp_path(&mut self, fields: &Fields<'_>, id: &str) -> Option<String> {
+        let Some(node) = fields.get("path") else {
+            self.error(
+                fields.pos,
+                format!(
+                    "{id}: `path` is missing: give the MCP endpoint's path, as in `path: /mcp`"
+                ),
+            );
+            return None;
+        };
+        let path_what = format!("{id}.path");
+        let text = self.string(node, &path_what)?;
+        match rule::check_path_glob(text) {
+            Ok(()) => Some(text.to_owned()),
+            Err(problem) => {
+                self.error(
+                    node.pos,
+                    format!("{path_what} `{}`: {problem}", shown(text)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A stdio `mcp` rule's server name: a non-empty name without `/`, whitespace or
+    /// control characters, given once in the file, and no `host` or `path` beside it.
+    fn stdio_server(
+        &mut self,
+        fields: &Fields<'_>,
+        node: &Node,
+        id: &str,
+        known: &[StdioMcpRule],
+    ) -> Option<String> {
+        for key in ["host", "path"] {
+            if let Some(pos) = fields.key_pos(key) {
+                self.error(
+                    pos,
+                    format!(
+                        "{id}: `{key}` cannot stand beside `stdio`: a stdio server has no host or path; write one rule per server"
+                    ),
+                );
+            }
+        }
+        let what = format!("{id}.stdio");
+        let name = self.non_empty_string(node, &what)?;
+        if name.contains('/') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            let message = format!(
+                "{what} `{}` is not a server name: give the name `airlock mcp --name` uses (default the command's basename), without `/`, spaces or control characters",
+                shown(name)
+            );
+            self.error(node.pos, message);
+            return None;
+        }
+        if let Some(first) = known.iter().find(|rule| rule.server == name) {
+            let message = format!(
+                "{what}: the stdio server `{}` already has a rule ({}): give each server one rule",
+                shown(name),
+                first.id
+            );
+            self.error(node.pos, message);
+            return None;
+        }
+        Some(name.to_owned())
     }
 
     /// `dlp:`: the mode for well-known credential formats and where they may go

@@ -18,8 +18,10 @@ pub struct Policy {
     pub network: Network,
     /// Credentials the sandbox sees only as surrogates, in file order.
     pub secrets: Vec<Secret>,
-    /// MCP tool-call rules.
+    /// MCP tool-call rules for HTTP servers (`mcp: - host: ...`).
     pub mcp: Vec<McpRule>,
+    /// MCP tool-call rules for stdio servers run by `airlock mcp` (`mcp: - stdio: NAME`).
+    pub mcp_stdio: Vec<StdioMcpRule>,
     /// Reverse-proxy prefixes for base-URL clients.
     pub routes: Vec<Route>,
     /// What the command may read and write (`airlock run`, local sandboxes).
@@ -325,6 +327,51 @@ pub struct McpRule {
     pub args: Vec<ArgGuard>,
 }
 
+/// One `mcp` entry for a stdio server (`stdio: NAME`), used by `airlock mcp --name NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StdioMcpRule {
+    /// The rule id (`mcp[0]`, prefixed like network rules when combined).
+    pub id: String,
+    /// The server's name (`--name`, default the basename of its command).
+    pub server: String,
+    /// Tools allowed; empty = all not denied.
+    pub allow: Vec<String>,
+    /// Tools denied; checked first.
+    pub deny: Vec<String>,
+    /// Argument guards (`tools.args`): values an allowed call may pass.
+    pub args: Vec<ArgGuard>,
+}
+
+/// The tool part of an MCP rule, HTTP ([`McpRule`]) or stdio ([`StdioMcpRule`]): what the
+/// pure MCP decisions (`airlock-mcp`) read.
+pub trait ToolRules {
+    /// Tools allowed; empty = all not denied.
+    fn allowed_tools(&self) -> &[String];
+    /// Tools denied; checked first.
+    fn denied_tools(&self) -> &[String];
+    /// Argument guards of allowed calls.
+    fn arg_guards(&self) -> &[ArgGuard];
+}
+
+/// Implements [`ToolRules`] for rule types with `allow`, `deny` and `args` fields.
+macro_rules! tool_rules {
+    ($($rule:ty),*) => {$(
+        impl ToolRules for $rule {
+            fn allowed_tools(&self) -> &[String] {
+                &self.allow
+            }
+            fn denied_tools(&self) -> &[String] {
+                &self.deny
+            }
+            fn arg_guards(&self) -> &[ArgGuard] {
+                &self.args
+            }
+        }
+    )*};
+}
+
+tool_rules!(McpRule, StdioMcpRule);
+
 /// One `routes` entry: `prefix` on the proxy's plain-HTTP address forwards to `upstream`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -337,6 +384,11 @@ pub struct Route {
 }
 
 impl Policy {
+    /// The `mcp` rule for the stdio server `server` (names compare exactly), if any.
+    pub fn stdio_rule(&self, server: &str) -> Option<&StdioMcpRule> {
+        self.mcp_stdio.iter().find(|rule| rule.server == server)
+    }
+
     /// Union several sources into one policy: allows and denies are concatenated,
     /// secrets, MCP rules and routes gathered. When more than one source is given, the
     /// rule ids of every *named* source are prefixed by its name
@@ -354,6 +406,7 @@ impl Policy {
                 policy.network.allow.iter_mut().for_each(|r| tag(&mut r.id));
                 policy.network.deny.iter_mut().for_each(|r| tag(&mut r.id));
                 policy.mcp.iter_mut().for_each(|r| tag(&mut r.id));
+                policy.mcp_stdio.iter_mut().for_each(|r| tag(&mut r.id));
             }
             for secret in policy.secrets {
                 if out.secrets.iter().any(|s| s.name == secret.name) {
@@ -381,6 +434,15 @@ impl Policy {
                 }
             }
             out.mcp.extend(policy.mcp);
+            for rule in policy.mcp_stdio {
+                if out.mcp_stdio.iter().any(|r| r.server == rule.server) {
+                    return Err(CombineError::DuplicateStdioServer {
+                        server: rule.server,
+                        origin: source_label(&source),
+                    });
+                }
+                out.mcp_stdio.push(rule);
+            }
             out.filesystem.merge(policy.filesystem);
             out.dlp.merge(policy.dlp);
             out.limits.merge(policy.limits);
@@ -405,6 +467,16 @@ pub enum CombineError {
     DuplicateSecret {
         /// The secret's name.
         name: String,
+        /// The source that defines it a second time.
+        origin: String,
+    },
+    /// Two sources define an `mcp` rule for the same stdio server.
+    #[error(
+        "mcp rule for stdio server {server} is defined again in {origin}: give each stdio server one rule in one policy source"
+    )]
+    DuplicateStdioServer {
+        /// The server's name.
+        server: String,
         /// The source that defines it a second time.
         origin: String,
     },

@@ -71,6 +71,8 @@ pub struct Line {
     pub conn: u64,
     /// The MCP tool name (`mcp` lines).
     pub tool: Option<String>,
+    /// The guarded argument's name on `mcp_argument_denied` lines.
+    pub argument: Option<String>,
     /// How a refused credential travelled (`surrogate`, `real`, `cleartext`).
     pub form: Option<&'static str>,
     /// The well-known credential kind found (`credential_outbound`, or logged by `dlp`).
@@ -102,6 +104,7 @@ impl Line {
             secrets: Vec::new(),
             conn,
             tool: None,
+            argument: None,
             form: None,
             credential: None,
             opened: false,
@@ -160,6 +163,7 @@ impl Line {
             secrets: self.secrets,
             conn: Some(self.conn),
             tool: self.tool,
+            argument: self.argument,
             form: self.form,
             credential: self.credential,
             phase: self.opened.then_some(Phase::Close),

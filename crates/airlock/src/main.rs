@@ -10,6 +10,8 @@ mod gateway;
 #[cfg(target_os = "linux")]
 mod git_source;
 mod host_sockets;
+mod mcp_cmd;
+mod mcp_relay;
 mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
@@ -44,6 +46,8 @@ struct Cli {
 enum Command {
     /// Run a command with its network cut down to a policy.
     Run(run_cmd::RunArgs),
+    /// Run a stdio MCP server in the jail, relaying JSON-RPC under the policy's tool rules.
+    Mcp(mcp_cmd::McpArgs),
     /// Run the intercepting proxy as a daemon.
     Proxy(proxy_cmd::ProxyArgs),
     /// Validate, explain, import and suggest policies.
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
     let cli = Cli::try_parse().unwrap_or_else(|error| run_cmd::exit_on_parse_error(error));
     match cli.command {
         Command::Run(args) => run_cmd::run(args),
+        Command::Mcp(args) => mcp_cmd::run(args),
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::Policy(cmd) => policy_cmd::run(cmd),
         Command::Ca(cmd) => ca_cmd::run(cmd),

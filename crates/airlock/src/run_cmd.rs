@@ -33,11 +33,15 @@
 //! `SIGINT` is ignored here (the terminal delivers it to the command directly) and
 //! `SIGTERM`/`SIGHUP` are forwarded to it. When it ends, the proxy and DNS stop, the audit
 //! log is flushed, and if anything was refused one summary line goes to stderr.
+//!
+//! `airlock mcp` runs the same session with a [`Relay`]: the command's standard input and
+//! output are then pipes handed to the relay instead of airlock's own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -157,7 +161,7 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Turns a command-line parse error into the process exit: for `airlock run` every usage
+/// Turns a command-line parse error into the process exit: for `airlock run` (and `mcp`) every usage
 /// error is a failure of airlock itself (125, docs/contract.md §2); `--help`/`--version` and the
 /// other subcommands keep clap's own statuses.
 pub fn exit_on_parse_error(error: clap::Error) -> ! {
@@ -165,7 +169,7 @@ pub fn exit_on_parse_error(error: clap::Error) -> ! {
     let is_run = std::env::args_os()
         .skip(1)
         .find(|arg| !arg.to_string_lossy().starts_with('-'))
-        .is_some_and(|arg| arg == "run");
+        .is_some_and(|arg| arg == "run" || arg == "mcp");
     let informational = matches!(
         error.kind(),
         ErrorKind::DisplayHelp
@@ -181,10 +185,76 @@ pub fn exit_on_parse_error(error: clap::Error) -> ! {
 
 /// Runs `airlock run` and returns the exit status.
 pub fn run(args: RunArgs) -> ExitCode {
+    run_with(args, None)
+}
+
+/// Runs a session as `airlock run` does; with a `relay`, the command's standard input and
+/// output are pipes handed to it instead of airlock's own (`airlock mcp`).
+pub(crate) fn run_with(args: RunArgs, relay: Option<Box<dyn Relay>>) -> ExitCode {
     on_runtime(async {
-        let status = run_session(args).await;
+        let status = run_session(args, relay).await;
         ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED))
     })
+}
+
+/// Takes over the command's standard input and output (`airlock mcp`).
+pub(crate) trait Relay: Send {
+    /// Starts relaying, given airlock's ends of the command's stdin (`to_command`) and
+    /// stdout (`from_command`) pipes, before the command starts; the task ends once the
+    /// command's output was relayed. `Err` is a setup failure: 125, the command is not
+    /// started.
+    fn start(
+        self: Box<Self>,
+        session: &Session,
+        to_command: OwnedFd,
+        from_command: OwnedFd,
+    ) -> Result<tokio::task::JoinHandle<()>, String>;
+}
+
+/// A started relay: the command's ends of its pipes and the relaying task.
+struct Relaying {
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relaying {
+    /// Makes the pipes and starts `relay` (nothing when there is none).
+    fn start(relay: Option<Box<dyn Relay>>, session: &Session) -> Result<Option<Self>, String> {
+        let Some(relay) = relay else {
+            return Ok(None);
+        };
+        let pipes = std::io::pipe().and_then(|stdin| Ok((stdin, std::io::pipe()?)));
+        let ((stdin, to_command), (from_command, stdout)) =
+            pipes.map_err(|e| format!("cannot create the command's pipes: {e}"))?;
+        let task = relay.start(session, to_command.into(), from_command.into())?;
+        Ok(Some(Relaying {
+            stdin: stdin.into(),
+            stdout: stdout.into(),
+            task,
+        }))
+    }
+
+    /// Hands the command's ends of its pipes to the jail; returns the relaying task.
+    #[cfg(target_os = "linux")]
+    fn attach(
+        relaying: Option<Self>,
+        spec: &mut airlock_jail::JailSpec,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let relaying = relaying?;
+        spec.stdio = Some(airlock_jail::JailStdio {
+            stdin: std::sync::Arc::new(relaying.stdin),
+            stdout: std::sync::Arc::new(relaying.stdout),
+        });
+        Some(relaying.task)
+    }
+
+    /// Waits (a bounded time) until the command's output was relayed.
+    async fn finish(task: Option<tokio::task::JoinHandle<()>>) {
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, task).await;
+        }
+    }
 }
 
 /// Runs `work` on a two-thread runtime (125 if there is none); blocking tasks (a jail
@@ -206,7 +276,7 @@ pub(crate) fn on_runtime(work: impl std::future::Future<Output = ExitCode>) -> E
     status
 }
 
-async fn run_session(args: RunArgs) -> i32 {
+async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> i32 {
     let mode = effective_mode(args.jail);
     let (session, config) = match Session::prepare(&args, mode) {
         Ok(prepared) => prepared,
@@ -217,9 +287,16 @@ async fn run_session(args: RunArgs) -> i32 {
             return i32::from(SETUP_FAILED);
         }
     };
+    let relaying = match Relaying::start(relay, &session) {
+        Ok(relaying) => relaying,
+        Err(error) => {
+            eprintln!("airlock: {error}");
+            return i32::from(SETUP_FAILED);
+        }
+    };
     let status = match mode {
-        JailMode::Env => run_env(&args, &session, config).await,
-        _ => run_namespace(&args, &session, config).await,
+        JailMode::Env => run_env(&args, &session, config, relaying).await,
+        _ => run_namespace(&args, &session, config, relaying).await,
     };
     session.audit.flush();
     session.print_summary();
@@ -649,7 +726,12 @@ pub(crate) async fn stop_signal(mut receiver: watch::Receiver<bool>) {
 }
 
 /// `--jail env`: the command runs directly, pointed at an explicit proxy.
-async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 {
+async fn run_env(
+    args: &RunArgs,
+    session: &Session,
+    config: ProxyConfig,
+    relaying: Option<Relaying>,
+) -> i32 {
     eprintln!(
         "airlock: --jail env is advisory: the command is only asked to use the proxy \
          (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) and programs can bypass it; use --jail namespace \
@@ -699,11 +781,15 @@ async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 
             return i32::from(SETUP_FAILED);
         }
     };
-    let spawned = tokio::process::Command::new(program)
-        .args(arguments)
-        .env_clear()
-        .envs(env)
-        .spawn();
+    let mut command = tokio::process::Command::new(program);
+    command.args(arguments).env_clear().envs(env);
+    let relay_task = relaying.map(|relaying| {
+        command.stdin(relaying.stdin).stdout(relaying.stdout);
+        relaying.task
+    });
+    let spawned = command.spawn();
+    // The command's ends of its pipes must not stay open here.
+    drop(command);
     let status = match spawned {
         Err(e) => {
             eprintln!("airlock: cannot run {}: {e}", program.to_string_lossy());
@@ -734,6 +820,7 @@ async fn run_env(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 
             }
         }
     };
+    Relaying::finish(relay_task).await;
     let _ = stop.send(true);
     let _ = tokio::time::timeout(DRAIN_TIMEOUT * 2, serving).await;
     status
@@ -796,7 +883,12 @@ impl Signals {
 
 /// `--jail namespace`: the command runs in the jail, every connection captured.
 #[cfg(target_os = "linux")]
-async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -> i32 {
+async fn run_namespace(
+    args: &RunArgs,
+    session: &Session,
+    config: ProxyConfig,
+    relaying: Option<Relaying>,
+) -> i32 {
     use airlock_jail::{Jail, JailSpec};
 
     let proxy = match Proxy::new(config) {
@@ -825,7 +917,7 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         }
     };
     let summary = fs.summary();
-    let spec = JailSpec {
+    let mut spec = JailSpec {
         argv: args.command.clone(),
         env: session.env.clone(),
         cwd: place.cwd,
@@ -834,7 +926,10 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
         hide_if_present: crate::host_sockets::scan(),
         bind_files: bundle_binds(&session.bundle),
         filesystem: Some(fs.confinement),
+        stdio: None,
     };
+    let relay_task = Relaying::attach(relaying, &mut spec);
+    // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
         Ok(Ok(jail)) => jail,
@@ -897,6 +992,7 @@ async fn run_namespace(args: &RunArgs, session: &Session, config: ProxyConfig) -
             i32::from(SETUP_FAILED)
         }
     };
+    Relaying::finish(relay_task).await;
     let _ = stop.send(true);
     served.finish().await;
     status
@@ -1026,7 +1122,12 @@ pub(crate) fn serve_handed(
 
 /// Without Linux namespaces, `--jail namespace` cannot run.
 #[cfg(not(target_os = "linux"))]
-async fn run_namespace(_args: &RunArgs, _session: &Session, _config: ProxyConfig) -> i32 {
+async fn run_namespace(
+    _args: &RunArgs,
+    _session: &Session,
+    _config: ProxyConfig,
+    _relaying: Option<Relaying>,
+) -> i32 {
     eprintln!("airlock: --jail namespace needs Linux; choose --jail env");
     i32::from(SETUP_FAILED)
 }

@@ -354,6 +354,7 @@ async fn serve_local(
         hide_if_present: crate::host_sockets::scan(),
         bind_files,
         filesystem: Some(fs.confinement),
+        stdio: None,
     };
     let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
         .await

@@ -473,6 +473,16 @@ fn argument_guards_pass_good_values_and_refuse_the_rest() {
     assert_eq!(line["tool"], "read_file");
     assert_eq!(line["reason"], "mcp_argument_denied");
     assert_eq!(line["rule"], "mcp[0]");
+    assert_eq!(line["argument"], "path", "the argument is named: {line}");
+    assert!(
+        line.get("server").is_none(),
+        "no stdio server on the HTTP path: {line}"
+    );
+    let log = line.to_string();
+    assert!(
+        !log.contains("ssh") && !log.contains("passwd"),
+        "no value: {log}"
+    );
 }
 
 #[test]
