@@ -42,9 +42,10 @@ pub(crate) struct Shared {
     pub(crate) credentials: Arc<ArcSwap<Credentials>>,
     pub(crate) audit: AuditLog,
     pub(crate) upstream: Arc<Upstream>,
-    /// For HTTP/2 clients: offers h2 and http/1.1 upstream.
+    /// Offers h2 and http/1.1 upstream: one pooled h2 connection per host serves every
+    /// client (docs/benchmarks.md: separate HTTP/1.1 legs measured slower).
     pub(crate) client: UpstreamClient,
-    /// For HTTP/1.x clients and WebSocket upgrades: offers http/1.1 only.
+    /// For WebSocket upgrades: offers http/1.1 only.
     pub(crate) http1_client: UpstreamClient,
     /// Mints a leaf per SNI; offers h2 and http/1.1.
     pub(crate) intercept_tls: Arc<ServerConfig>,

@@ -272,11 +272,6 @@ pub(crate) async fn serve(
     };
     let sent = Arc::new(AtomicU64::new(0));
     parts.uri = uri;
-    // The upstream leg speaks the client's protocol: an HTTP/1.1 client's bulk transfer
-    // then runs on its own upstream connection instead of sharing one HTTP/2 connection
-    // (and its flow control and small frames) with every other client of the host
-    // (docs/benchmarks.md, "Bulk download").
-    let client_http1 = parts.version <= Version::HTTP_11;
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade);
     // Guarded messages must arrive uncompressed to be checked: offer no extension.
@@ -324,7 +319,7 @@ pub(crate) async fn serve(
     };
     let upstream_request = Request::from_parts(parts, upload);
 
-    let client = if upgrade || client_http1 {
+    let client = if upgrade {
         &shared.http1_client
     } else {
         &shared.client

@@ -302,8 +302,7 @@ impl Upstream {
         })
     }
 
-    /// A pooling client that offers only http/1.1 (for HTTP/1.x clients and WebSocket
-    /// upgrades).
+    /// A pooling client that offers only http/1.1 (for WebSocket upgrades).
     pub fn http1_client(self: &Arc<Self>) -> UpstreamClient {
         build_client(UpstreamConnector {
             upstream: self.clone(),
