@@ -557,12 +557,20 @@ fn count_refusals(text: &str) -> BTreeMap<String, u64> {
             .get("host")
             .or_else(|| value.get("name"))
             .and_then(|h| h.as_str())
-            .unwrap_or("?")
-            .to_owned();
+            .map(str::to_owned)
+            .or_else(|| stdio_mcp_label(&value))
+            .unwrap_or_else(|| "?".to_owned());
         let count = value.get("count").and_then(serde_json::Value::as_u64);
         *refusals.entry(host).or_insert(0) += count.unwrap_or(1);
     }
     refusals
+}
+
+/// `mcp SERVER: TOOL` for a refused call to a stdio MCP server (its line has no host).
+fn stdio_mcp_label(value: &serde_json::Value) -> Option<String> {
+    let server = value.get("server")?.as_str()?;
+    let tool = value.get("tool").and_then(|t| t.as_str()).unwrap_or("?");
+    Some(format!("mcp {server}: {tool}"))
 }
 
 /// Writes the system roots (first system bundle found) followed by the airlock CA.
@@ -1130,4 +1138,27 @@ async fn run_namespace(
 ) -> i32 {
     eprintln!("airlock: --jail namespace needs Linux; choose --jail env");
     i32::from(SETUP_FAILED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_refusals;
+
+    #[test]
+    fn refusals_are_named_by_host_dns_name_or_stdio_server() {
+        let log = [
+            r#"{"kind":"http","decision":"deny","host":"evil.example","count":3}"#,
+            r#"{"kind":"dns","decision":"deny","name":"x.example"}"#,
+            r#"{"kind":"mcp","decision":"deny","server":"fs","tool":"exec"}"#,
+            r#"{"kind":"mcp","decision":"allow","server":"fs","tool":"read_file"}"#,
+            "not json",
+        ]
+        .join("\n");
+        let refusals = count_refusals(&log);
+        let listed: Vec<(&str, u64)> = refusals.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(
+            listed,
+            vec![("evil.example", 3), ("mcp fs: exec", 1), ("x.example", 1)]
+        );
+    }
 }
