@@ -98,6 +98,7 @@ impl Proxy {
         let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
         let client = upstream.client();
         let http1_client = upstream.http1_client();
+        warm_random();
         let intercept_tls = ca.server_config(client_alpn());
 
         let mut http1 = http1::Builder::new();
@@ -297,6 +298,25 @@ impl Proxy {
 }
 
 /// Backs off briefly after a failed accept (usually EMFILE) instead of spinning.
+/// aws-lc seeds its random generator on first use, once per process, with CPU jitter
+/// entropy: 50–80 ms of CPU that otherwise lands inside the first client's TLS handshake
+/// (docs/benchmarks.md, "Start-up"). Drawn here on a thread of its own, so that the proxy
+/// listens at once and the first handshake finds the generator seeded.
+fn warm_random() {
+    let spawned = std::thread::Builder::new()
+        .name("airlock-rng-seed".into())
+        .spawn(|| {
+            let mut seed = [0u8; 16];
+            // A failure here is met again, and reported, by the handshake that needs it.
+            let _ = rustls::crypto::aws_lc_rs::default_provider()
+                .secure_random
+                .fill(&mut seed);
+        });
+    if let Err(error) = spawned {
+        tracing::debug!("cannot start the random-seeding thread: {error}");
+    }
+}
+
 async fn accept_failed(error: std::io::Error) {
     tracing::warn!("accept failed: {error}");
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
