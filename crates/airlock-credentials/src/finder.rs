@@ -71,18 +71,12 @@ impl Finder {
         match &self.engine {
             Engine::Packed(groups) => {
                 let mut best: Option<Found> = None;
-                for (group, searcher) in groups.iter().enumerate() {
-                    let Some(found) = searcher.find_in(haystack, Span::from(from..haystack.len()))
-                    else {
-                        continue;
-                    };
+                for group in 0..groups.len() {
                     // Earlier groups hold longer patterns: they win a tie.
-                    if best.is_none_or(|b| found.start() < b.start) {
-                        best = Some(Found {
-                            start: found.start(),
-                            end: found.end(),
-                            pattern: group * GROUP + found.pattern().as_usize(),
-                        });
+                    if let Some(found) = search_group(groups, group, haystack, from)
+                        && best.is_none_or(|b| found.start < b.start)
+                    {
+                        best = Some(found);
                     }
                 }
                 best.map(|found| self.external(found))
@@ -160,6 +154,17 @@ fn packed_groups(sorted: &[&[u8]]) -> Option<Vec<Searcher>> {
         .collect()
 }
 
+/// Group `group`'s leftmost match at or after `from`, its pattern as an internal index.
+fn search_group(groups: &[Searcher], group: usize, haystack: &[u8], from: usize) -> Option<Found> {
+    groups[group]
+        .find_in(haystack, Span::from(from..haystack.len()))
+        .map(|m| Found {
+            start: m.start(),
+            end: m.end(),
+            pattern: group * GROUP + m.pattern().as_usize(),
+        })
+}
+
 /// Iterator of [`Finder::find_iter`]. With several Teddy groups each group's next match is
 /// kept until the search passes it, so every group scans the haystack about once.
 pub(crate) struct FindIter<'f, 'h> {
@@ -194,13 +199,7 @@ impl FindIter<'_, '_> {
 
     /// Group `group`'s leftmost match from the current position.
     fn search(&self, groups: &[Searcher], group: usize) -> Option<Found> {
-        groups[group]
-            .find_in(self.haystack, Span::from(self.at..self.haystack.len()))
-            .map(|m| Found {
-                start: m.start(),
-                end: m.end(),
-                pattern: group * GROUP + m.pattern().as_usize(),
-            })
+        search_group(groups, group, self.haystack, self.at)
     }
 }
 
