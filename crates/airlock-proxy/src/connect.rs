@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use airlock_policy::canonical::parse_authority;
 use airlock_policy::{Decision, Reason};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -17,23 +16,17 @@ use crate::malformed::malformed;
 use crate::record::{Line, LineKind};
 use crate::refusal::Refused;
 use crate::tunnel;
+use crate::wire::connect_target;
 
 /// Answers a CONNECT request arriving on a direct proxy connection.
 pub(crate) fn handle(
     context: &Arc<ConnContext>,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let Some(authority) = request.uri().authority().map(|a| a.as_str().to_owned()) else {
-        return malformed(context, &request, "CONNECT needs a host:port target");
-    };
-    if authority.contains('@') {
-        return malformed(context, &request, "CONNECT target carries user information");
-    }
-    let (host, port) = match parse_authority(&authority, 0) {
+    let authority = request.uri().authority().map(|a| a.as_str().to_owned());
+    let (host, port) = match connect_target(authority.as_deref()) {
         Ok(target) => target,
-        Err(_) => {
-            return malformed(context, &request, "CONNECT target is not a valid host:port");
-        }
+        Err(bad) => return malformed(context, &request, bad.message()),
     };
     let shared = &context.shared;
     let tunnel = shared

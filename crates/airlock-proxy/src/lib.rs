@@ -35,6 +35,7 @@ pub mod transparent;
 mod tunnel;
 pub mod upstream;
 mod websocket;
+pub mod wire;
 mod write_through;
 
 pub use config::{Limits, ProxyConfig, TunnelRefusal};

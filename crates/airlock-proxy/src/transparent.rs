@@ -30,11 +30,8 @@ use tokio::net::TcpStream;
 
 use crate::context::ConnContext;
 use crate::record::{Line, LineKind};
-use crate::tunnel::{self, Sniffed};
-
-/// The most bytes read while looking for a plain-HTTP `Host` header on a connection to
-/// the gateway's own address.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
+use crate::tunnel;
+use crate::wire::{Sniffed, request_host};
 
 /// How a captured connection's original destination is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,37 +147,14 @@ async fn named_host(
     tokio::time::timeout(timeout, reading).await.ok().flatten()
 }
 
-/// Reads a plain-HTTP request head (at most [`MAX_HEAD_BYTES`]) and returns its `Host`.
+/// Reads a plain-HTTP request head (at most [`crate::wire::MAX_HEAD_BYTES`]) and returns its `Host`.
 async fn http_host(stream: &mut TcpStream, buffer: &mut BytesMut) -> Option<Host> {
     loop {
-        if let Some(found) = host_header(buffer) {
+        if let Some(found) = request_host(buffer) {
             return found;
         }
-        if buffer.len() >= MAX_HEAD_BYTES || stream.read_buf(buffer).await.ok()? == 0 {
+        if stream.read_buf(buffer).await.ok()? == 0 {
             return None;
-        }
-    }
-}
-
-/// The `Host` of a request head: `None` while incomplete, `Some(None)` when complete (or
-/// malformed) without one valid `Host`.
-fn host_header(head: &[u8]) -> Option<Option<Host>> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut request = httparse::Request::new(&mut headers);
-    match request.parse(head) {
-        Ok(httparse::Status::Partial) => None,
-        Err(_) => Some(None),
-        Ok(httparse::Status::Complete(_)) => {
-            let mut hosts = request
-                .headers
-                .iter()
-                .filter(|header| header.name.eq_ignore_ascii_case("host"));
-            let (Some(host), None) = (hosts.next(), hosts.next()) else {
-                return Some(None);
-            };
-            let value = std::str::from_utf8(host.value).ok()?.trim();
-            let name = http::uri::Authority::try_from(value).ok()?;
-            Some(canonical_host(name.host()).ok())
         }
     }
 }
@@ -206,19 +180,6 @@ mod tests {
     fn other_addresses_are_ip_literals() {
         let host = destination_host(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9)), &pool_lookup());
         assert_eq!(host, Host::Ip(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9))));
-    }
-
-    #[test]
-    fn host_header_names_the_host_without_its_port() {
-        let head = b"GET / HTTP/1.1\r\nHost: Allowed.Test:8080\r\n\r\n";
-        assert_eq!(
-            host_header(head),
-            Some(Some(Host::Name("allowed.test".to_owned())))
-        );
-        assert_eq!(host_header(b"GET / HTTP/1.1\r\nHost: a"), None);
-        assert_eq!(host_header(b"GET / HTTP/1.1\r\n\r\n"), Some(None));
-        let twice = b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n";
-        assert_eq!(host_header(twice), Some(None));
     }
 
     #[test]

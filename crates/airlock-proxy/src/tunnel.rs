@@ -10,13 +10,12 @@
 
 use std::sync::Arc;
 
-use airlock_policy::canonical::{Host, canonical_host};
+use airlock_policy::canonical::Host;
 use airlock_policy::matcher::TunnelDecision;
 use airlock_policy::{Decision, Reason};
 use bytes::{Bytes, BytesMut};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use rustls::server::Acceptor;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -29,12 +28,7 @@ use crate::record::{Line, LineKind};
 use crate::relay::relay;
 use crate::rewind::Rewind;
 use crate::upstream::DialError;
-
-/// The most a ClientHello may take (a TLS record is at most 16 KiB plus its header; a
-/// hello split over several records is refused beyond this).
-const MAX_HELLO_BYTES: usize = 16 * 1024 + 5;
-/// The longest HTTP method token looked for when sniffing plain HTTP.
-const MAX_METHOD_LEN: usize = 20;
+use crate::wire::{Sniffed, Sniffer};
 
 /// Serves the tunnel opened by CONNECT once hyper hands the connection over.
 pub(crate) async fn run(
@@ -123,93 +117,28 @@ fn raw_allowed(tunnel: &TunnelDecision) -> bool {
     tunnel.decision.is_allow() && tunnel.raw_tcp_allowed
 }
 
-/// What the first bytes of a tunnel are.
-pub(crate) enum Sniffed {
-    /// A TLS ClientHello, with its server name if it has one (`Err` for an SNI that is
-    /// not a valid host name).
-    Tls(Option<Result<Host, ()>>),
-    /// An HTTP/1 request line.
-    Http,
-    /// Something else.
-    Other,
-    /// The client went away or stalled before its first message was complete.
-    Closed,
-}
-
+/// Reads until the first bytes can be told apart ([`Sniffer`]), leaving every byte read
+/// in `buffer`; [`Sniffed::Closed`] when that takes longer than `timeout`.
 pub(crate) async fn sniff(
     stream: &mut TcpStream,
     buffer: &mut BytesMut,
     timeout: std::time::Duration,
 ) -> Sniffed {
     let sniffing = async {
-        if buffer.first() == Some(&0x16) {
-            return read_client_hello(stream, buffer).await;
-        }
+        let mut sniffer = Sniffer::default();
         loop {
-            match looks_like_http(buffer) {
-                Some(true) => return Sniffed::Http,
-                Some(false) => return Sniffed::Other,
-                None => match stream.read_buf(buffer).await {
-                    Ok(0) | Err(_) => return Sniffed::Other,
-                    Ok(_) => {}
-                },
+            if let Some(answer) = sniffer.classify(buffer) {
+                return answer;
+            }
+            match stream.read_buf(buffer).await {
+                Ok(0) | Err(_) => return sniffer.at_end(),
+                Ok(_) => {}
             }
         }
     };
     tokio::time::timeout(timeout, sniffing)
         .await
         .unwrap_or(Sniffed::Closed)
-}
-
-/// `Some(true)` for `TOKEN SP` with an upper-case method token, `Some(false)` for
-/// anything that cannot become one, `None` while undecided.
-fn looks_like_http(buffer: &[u8]) -> Option<bool> {
-    for (index, byte) in buffer.iter().enumerate().take(MAX_METHOD_LEN + 1) {
-        match byte {
-            b'A'..=b'Z' | b'-' | b'_' => {}
-            b' ' => return Some(index > 0),
-            _ => return Some(false),
-        }
-    }
-    if buffer.len() > MAX_METHOD_LEN {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// Reads until rustls has a complete ClientHello, leaving every byte read in `buffer`.
-async fn read_client_hello(stream: &mut TcpStream, buffer: &mut BytesMut) -> Sniffed {
-    let mut acceptor = Acceptor::default();
-    let mut fed = 0;
-    loop {
-        let mut unfed = &buffer[fed..];
-        while !unfed.is_empty() {
-            match acceptor.read_tls(&mut unfed) {
-                Ok(0) | Err(_) => return Sniffed::Other,
-                Ok(_) => {}
-            }
-        }
-        fed = buffer.len();
-        match acceptor.accept() {
-            Ok(Some(accepted)) => {
-                let sni = accepted
-                    .client_hello()
-                    .server_name()
-                    .map(|name| canonical_host(name).map_err(|_| ()));
-                return Sniffed::Tls(sni);
-            }
-            Ok(None) => {}
-            Err(_) => return Sniffed::Other,
-        }
-        if buffer.len() >= MAX_HELLO_BYTES {
-            return Sniffed::Other;
-        }
-        match stream.read_buf(buffer).await {
-            Ok(0) | Err(_) => return Sniffed::Closed,
-            Ok(_) => {}
-        }
-    }
 }
 
 async fn tls(
@@ -365,20 +294,4 @@ fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDeci
     line.reason = Some(decision.reason.unwrap_or(Reason::HostNotAllowed));
     line.rule = decision.rule;
     line.write(&context.shared.audit);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn http_sniffing() {
-        assert_eq!(looks_like_http(b"GET / HTTP/1.1\r\n"), Some(true));
-        assert_eq!(looks_like_http(b"M-SEARCH * HTTP/1.1"), Some(true));
-        assert_eq!(looks_like_http(b"GE"), None);
-        assert_eq!(looks_like_http(b"SSH-2.0-OpenSSH"), Some(false));
-        assert_eq!(looks_like_http(b" GET"), Some(false));
-        assert_eq!(looks_like_http(b"\x00\x01"), Some(false));
-        assert_eq!(looks_like_http(&[b'A'; 40]), Some(false));
-    }
 }
