@@ -29,6 +29,7 @@ mod sandbox_cmd;
 #[allow(unsafe_code)]
 mod sandbox_daemon;
 mod secret_sources;
+mod watch_cmd;
 
 use std::process::ExitCode;
 
@@ -60,6 +61,8 @@ enum Command {
     #[cfg(target_os = "linux")]
     #[command(subcommand)]
     Sandbox(sandbox_cmd::SandboxCommand),
+    /// Watch a run's or a proxy's decisions live and answer `--mode ask` prompts.
+    Watch(watch_cmd::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,5 +75,6 @@ fn main() -> ExitCode {
         Command::Ca(cmd) => ca_cmd::run(cmd),
         #[cfg(target_os = "linux")]
         Command::Sandbox(cmd) => sandbox_cmd::run(cmd),
+        Command::Watch(args) => watch_cmd::run(args),
     }
 }

@@ -6,71 +6,19 @@
 mod run;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use run::{RunHome, namespaces_available};
+use support::tmux::Tmux;
 
-/// A tmux server of its own (`-L`), killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(home: &RunHome, name: &str, command: &str) -> Tmux {
-        let tmux = Tmux {
-            socket: format!("airlock-test-{name}-{}", std::process::id()),
-        };
-        let airlock = env!("CARGO_BIN_EXE_airlock");
-        let status = crate::support::tool("tmux")
-            .args(["-L", &tmux.socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-x", "100", "-y", "30", "-c"])
-            .arg(home.scratch())
-            .arg(format!(
-                "AIRLOCK_HOME={} {airlock} run -- {command}",
-                home.airlock_home().display()
-            ))
-            .status()
-            .expect("run tmux");
-        assert!(status.success(), "tmux new-session failed");
-        tmux
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = crate::support::tool("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "0"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = crate::support::tool("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "0"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Waits (bounded) until the screen contains `text`.
-    fn expect(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if self.screen().contains(text) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("{text:?} never appeared; screen:\n{}", self.screen());
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = crate::support::tool("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
+/// `airlock run -- COMMAND` in a 100×30 tmux terminal of its own.
+fn start(home: &RunHome, name: &str, command: &str) -> Tmux {
+    let airlock = env!("CARGO_BIN_EXE_airlock");
+    let line = format!(
+        "AIRLOCK_HOME={} {airlock} run -- {command}",
+        home.airlock_home().display()
+    );
+    Tmux::start(name, &home.scratch(), (100, 30), &line)
 }
 
 #[test]
@@ -80,7 +28,7 @@ fn a_python_repl_answers_and_survives_ctrl_c() {
     }
     crate::support::need_all(&["tmux", "python3"]);
     let home = RunHome::new();
-    let tmux = Tmux::start(&home, "repl", "python3 -q");
+    let tmux = start(&home, "repl", "python3 -q");
     tmux.expect(">>>");
     tmux.keys(&["import os; print(os.get_terminal_size())", "Enter"]);
     tmux.expect("columns=100, lines=30");
@@ -100,7 +48,7 @@ fn bash_job_control_works() {
     }
     crate::support::need_all(&["tmux"]);
     let home = RunHome::new();
-    let tmux = Tmux::start(&home, "jobs", "bash --norc --noprofile -i");
+    let tmux = start(&home, "jobs", "bash --norc --noprofile -i");
     tmux.keys(&["PS1='READY$ '", "Enter"]);
     tmux.expect("READY$");
     tmux.keys(&["sleep 100", "Enter"]);

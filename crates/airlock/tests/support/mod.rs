@@ -14,6 +14,7 @@ pub mod proxy;
 pub mod raw;
 pub mod scripted;
 pub mod test_user;
+pub mod tmux;
 pub mod tools;
 pub mod upstream;
 

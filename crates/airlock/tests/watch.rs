@@ -1,0 +1,179 @@
+//! `airlock watch` attached to a real `airlock proxy`'s admin API (unix socket): `--json`
+//! prints each audit line as it happens and ends with the proxy; the full-screen view,
+//! driven in tmux at 80×24, shows allowed and refused requests with the reason, filters
+//! with `/`, and quits with `q`; usage errors are clear.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::tmux::Tmux;
+use support::{CurlRequest, Proxy, ProxyBuilder, TestPki, Upstream, curl, run_bounded};
+
+/// A proxy allowing `localhost/ok/**` on the upstream's port, with its admin API on a
+/// unix socket; returns the proxy and `unix:SOCKET`.
+fn proxy(pki: &TestPki, upstream: &Upstream) -> (Proxy, String) {
+    let builder = ProxyBuilder::new(pki).resolve_loopback("localhost");
+    let admin = format!("unix:{}", builder.dir().join("admin.sock").display());
+    let policy = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{}]\n      paths: [\"/ok/**\"]\n",
+        upstream.port()
+    );
+    let proxy = builder.policy(&policy).arg("--admin").arg(&admin).start();
+    (proxy, admin)
+}
+
+fn get(proxy: &Proxy, pki: &TestPki, upstream: &Upstream, path: &str) -> u16 {
+    let url = format!("https://localhost:{}{path}", upstream.port());
+    curl(proxy, pki, &CurlRequest::get(&url)).status
+}
+
+#[test]
+fn json_mode_prints_each_decision_and_ends_with_the_proxy() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let (mut proxy, admin) = proxy(&pki, &upstream);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["watch", "--json", "--admin", &admin])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start airlock watch");
+    let (sender, lines) = mpsc::channel::<String>();
+    let stdout = watch.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    // The stream is subscribed once a request made now shows up (bounded).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let first = loop {
+        assert!(Instant::now() < deadline, "no event within 15 s");
+        assert_eq!(get(&proxy, &pki, &upstream, "/ok/a"), 200);
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(500)) {
+            break line;
+        }
+    };
+    let first: Value = serde_json::from_str(&first).expect("a JSON line");
+    assert_eq!(
+        (first["decision"].as_str(), first["path"].as_str()),
+        (Some("allow"), Some("/ok/a"))
+    );
+    assert_eq!(get(&proxy, &pki, &upstream, "/no"), 403);
+    let refused = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the refusal's line");
+        let line: Value = serde_json::from_str(&line).expect("a JSON line");
+        if line["path"] == "/no" {
+            break line;
+        }
+    };
+    assert_eq!(refused["decision"], "deny");
+    assert_eq!(refused["reason"], "path_not_allowed");
+
+    proxy.terminate(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = watch.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watch still running after the proxy stopped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn the_terminal_view_shows_refusals_filters_and_quits() {
+    support::need("tmux");
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let (proxy, admin) = proxy(&pki, &upstream);
+    let line = format!("{} watch --admin {admin}", env!("CARGO_BIN_EXE_airlock"));
+    let tmux = Tmux::start("watch", proxy.dir(), (80, 24), &line);
+    tmux.expect("airlock watch");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !tmux.screen().contains("localhost/ok/a") {
+        assert!(
+            Instant::now() < deadline,
+            "no decision shown:\n{}",
+            tmux.screen()
+        );
+        assert_eq!(get(&proxy, &pki, &upstream, "/ok/a"), 200);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(get(&proxy, &pki, &upstream, "/no/x"), 403);
+    tmux.expect("path_not_allowed");
+    tmux.expect_that("DENY on the refused line", |screen| {
+        screen
+            .lines()
+            .any(|l| l.contains("DENY") && l.contains("localhost/no/x"))
+    });
+
+    tmux.keys(&["/", "no/x", "Enter"]);
+    tmux.expect("[no/x]");
+    tmux.expect_that("only the refusal left", |screen| {
+        screen.contains("localhost/no/x") && !screen.contains("localhost/ok/a")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.expect("localhost/ok/a");
+
+    tmux.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux.running() {
+        assert!(
+            Instant::now() < deadline,
+            "q did not quit:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn without_an_api_or_a_terminal_watch_says_what_to_do() {
+    let airlock = env!("CARGO_BIN_EXE_airlock");
+    let output = run_bounded(
+        Command::new(airlock).args([
+            "watch",
+            "--admin",
+            "unix:/nonexistent/airlock.sock",
+            "--json",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(output.status.and_then(|s| s.code()), Some(1));
+    assert!(
+        output
+            .stderr
+            .contains("cannot reach the admin API at unix:/nonexistent/airlock.sock"),
+        "{}",
+        output.stderr
+    );
+
+    let output = run_bounded(
+        Command::new(airlock).args(["watch", "--admin", "unix:/nonexistent/airlock.sock"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(output.status.and_then(|s| s.code()), Some(1));
+    assert!(
+        output.stderr.contains("not a terminal: use --json"),
+        "{}",
+        output.stderr
+    );
+
+    let output = run_bounded(
+        Command::new(airlock).args(["watch", "--admin", "nowhere"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(output.status.and_then(|s| s.code()), Some(2));
+}
