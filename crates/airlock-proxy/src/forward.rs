@@ -30,7 +30,7 @@ use hyper::body::Incoming;
 use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
 use crate::body_guard::{self, Unread};
-use crate::budget::Held;
+use crate::budget::{Held, Overloaded};
 use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
@@ -282,8 +282,16 @@ pub(crate) async fn serve(
         (guard, None)
     };
     let checked = message_guard.is_some() || (upgrade && !body_guards.is_empty());
+    let mut message_room = None;
     if checked {
         parts.headers.remove(websocket::EXTENSIONS);
+        match websocket::reserve(&shared.budget).await {
+            Ok(held) => message_room = Some(held),
+            Err(Overloaded) => {
+                let decision = Decision::deny(Reason::Overloaded, line.rule.clone());
+                return Ok(refuse_line(&context, decision, line));
+            }
+        }
     }
     let message_guards: Vec<Rule> = if upgrade && !body_guards.is_empty() {
         body_guards.iter().map(|rule| (*rule).clone()).collect()
@@ -361,10 +369,10 @@ pub(crate) async fn serve(
         websocket::relay_upgraded(
             &context,
             exchange,
-            on_client_upgrade,
-            on_upstream_upgrade,
+            (on_client_upgrade, on_upstream_upgrade),
             message_guards,
             message_guard,
+            message_room,
         );
         let (mut parts, _) = response.into_parts();
         if let Some(scrubber) = &scrubber {

@@ -33,6 +33,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::ProtocolE
 use airlock_credentials::{Finding, GuardStream};
 
 use crate::body_guard;
+use crate::budget::{Budget, Held, Overloaded};
 use crate::context::ConnContext;
 use crate::record::{Exchange, LineKind};
 use crate::relay::{Counters, relay};
@@ -107,17 +108,28 @@ pub(crate) fn negotiated_extension(headers: &HeaderMap) -> bool {
     headers.contains_key(EXTENSIONS)
 }
 
+/// Takes from the inspection budget the most one checked WebSocket's message assembly may
+/// hold (a client message is read whole, up to the body limit, before it is checked); kept
+/// for the socket's life so that open WebSockets cannot take memory past
+/// `limits.buffer_memory` (docs/reliability.md).
+pub(crate) async fn reserve(budget: &Budget) -> Result<Held, Overloaded> {
+    let mut held = Held::default();
+    budget.take(&mut held, airlock_mcp::BODY_LIMIT).await?;
+    Ok(held)
+}
+
 /// Relays the two upgraded connections in the background; the exchange (now a `ws`
 /// line) is written when the relay ends. With `guards` (the `json_deny` rules that apply
 /// to the upgrade request, from the policy snapshot that decided it) or the outbound
-/// guard, client messages are checked; without, bytes are relayed untouched.
+/// guard, client messages are checked (in the room `held` took for them by [`reserve`]);
+/// without, bytes are relayed untouched.
 pub(crate) fn relay_upgraded(
     context: &ConnContext,
     mut exchange: Exchange,
-    client: OnUpgrade,
-    upstream: OnUpgrade,
+    (client, upstream): (OnUpgrade, OnUpgrade),
     guards: Vec<Rule>,
     outbound: Option<GuardStream>,
+    held: Option<Held>,
 ) {
     exchange.set_kind(LineKind::Ws);
     let idle = context.shared.limits.relay_idle_timeout;
@@ -125,6 +137,7 @@ pub(crate) fn relay_upgraded(
     let permit = context._permit.clone();
     tokio::spawn(async move {
         let _permit = permit;
+        let _held = held;
         let (client, upstream) = match tokio::try_join!(client, upstream) {
             Ok(both) => both,
             Err(e) => {

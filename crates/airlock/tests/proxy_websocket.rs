@@ -750,3 +750,43 @@ fn an_h2c_upgrade_over_plain_http_is_refused() {
     assert_upgrade_refused(&response, "/h2c", "--allow[0]");
     upstream.assert_untouched("an h2c upgrade");
 }
+
+/// A checked WebSocket takes the most its message assembly may hold (the 1 MiB body
+/// limit) from `limits.buffer_memory` for its whole life: with a budget smaller than that,
+/// a guarded upgrade is refused 503 `overloaded` before the server sees it, while an
+/// unguarded one still passes (its bytes are relayed, never assembled).
+#[test]
+fn a_checked_websocket_needs_its_message_room_in_the_budget() {
+    let pki = TestPki::new();
+    let server = FixtureServer::websocket(&pki);
+    let proxy = ProxyBuilder::new(&pki)
+        .json_deny_guards(server.port)
+        .policy("version: 1\nlimits: {buffer_memory: 512KiB}\n")
+        .start();
+    let upgrade = |host: &'static str, target: &str| {
+        let upgrade = WsUpgrade {
+            proxy_port: proxy.port(),
+            pki: &pki,
+            target,
+            sni: host,
+            path: "/ws/session",
+            extra_headers: "",
+        };
+        raw::websocket_script(&upgrade, &echo_then_close("{}"))
+    };
+    let guarded_target = format!("allowed.test:{}", server.port);
+    let refused = match upgrade("allowed.test", &guarded_target) {
+        Ok(transcript) => panic!("the guarded upgrade went through: {transcript:?}"),
+        Err(outcome) => outcome.response(),
+    };
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.json()["error"], "overloaded", "{refused:?}");
+    let line = proxy.audit_line_where("the refused upgrade", |l| l["reason"] == "overloaded");
+    assert_eq!(line["host"], "allowed.test", "{line}");
+    assert_eq!(server.hits(), 0, "the server saw the refused upgrade");
+
+    let unguarded_target = format!("other.test:{}", server.port);
+    let transcript = upgrade("other.test", &unguarded_target)
+        .unwrap_or_else(|outcome| panic!("the unguarded upgrade failed: {outcome:?}"));
+    assert_echoed(&transcript, "{}");
+}
