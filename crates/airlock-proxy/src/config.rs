@@ -25,8 +25,10 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Header fields per HTTP/1 request.
     pub max_headers: usize,
-    /// Time a client has to send a request's headers (slowloris guard; also the
-    /// keep-alive idle time of HTTP/1 connections).
+    /// Time a client has to finish an HTTP/1 request head once its first byte arrived
+    /// (slowloris guard: 408, closed; [`crate::head_clock`]). hyper's own header timer is
+    /// set to this plus `idle_timeout`, a backstop that the idle timeout and this deadline
+    /// come before.
     pub header_read_timeout: Duration,
     /// Time a client has to send its first bytes or finish its TLS handshake in a tunnel.
     pub handshake_timeout: Duration,

@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -52,6 +52,8 @@ pub(crate) fn service(
 #[derive(Debug)]
 pub(crate) struct Activity {
     open: AtomicUsize,
+    /// Requests started on the connection so far.
+    started: AtomicU64,
     last: Mutex<Instant>,
 }
 
@@ -64,14 +66,26 @@ impl Activity {
     pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity {
             open: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
             last: Mutex::new(Instant::now()),
         })
     }
 
     /// Marks a request in flight until the returned guard is dropped.
     pub(crate) fn busy(self: &Arc<Self>) -> Busy {
+        self.started.fetch_add(1, Ordering::SeqCst);
         self.open.fetch_add(1, Ordering::SeqCst);
         Busy(self.clone())
+    }
+
+    /// How many requests have started on the connection.
+    pub(crate) fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// Whether no request is in flight.
+    pub(crate) fn idle(&self) -> bool {
+        self.open.load(Ordering::SeqCst) == 0
     }
 
     /// When the connection will have been idle for `idle`, if nothing starts meanwhile

@@ -20,6 +20,7 @@ pub mod config;
 mod connect;
 mod context;
 mod forward;
+mod head_clock;
 mod head_tap;
 pub mod identity;
 mod idle;

@@ -24,6 +24,7 @@ use crate::ca::CertificateAuthority;
 use crate::config::ProxyConfig;
 use crate::context::{Admitted, ConnContext, Shared, client_alpn};
 use crate::forward;
+use crate::head_clock::HeadClock;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
 use crate::idle::{self, Activity};
@@ -101,10 +102,12 @@ impl Proxy {
         warm_random();
         let intercept_tls = ca.server_config(client_alpn());
 
+        // The head deadline is the clock's (head_clock.rs); hyper's timer is a backstop.
+        let head_backstop = limits.header_read_timeout + limits.idle_timeout;
         let mut http1 = http1::Builder::new();
         http1
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout)
+            .header_read_timeout(head_backstop)
             .max_buf_size(limits.max_header_bytes)
             .max_headers(limits.max_headers)
             .half_close(false);
@@ -113,7 +116,7 @@ impl Proxy {
         http_any
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout)
+            .header_read_timeout(head_backstop)
             .max_buf_size(limits.max_header_bytes)
             .max_headers(limits.max_headers)
             .half_close(false);
@@ -325,8 +328,10 @@ async fn accept_failed(error: std::io::Error) {
 /// Serves one accepted client connection as an HTTP/1 proxy connection.
 async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let shared = context.shared.clone();
-    let io = TokioIo::new(context.head_tap.clone().unwrap_or_default().wrap(stream));
     let activity = Activity::new();
+    let tapped = context.head_tap.clone().unwrap_or_default().wrap(stream);
+    let timeout = shared.limits.header_read_timeout;
+    let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
     let service = idle::service(context.clone(), activity.clone());
     let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);

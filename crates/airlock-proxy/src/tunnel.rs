@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::context::{ConnContext, client_alpn};
+use crate::head_clock::HeadClock;
 use crate::head_tap::{HeadTap, Tapped};
 use crate::identity::Origin;
 use crate::idle::{self, Activity};
@@ -41,11 +42,11 @@ pub(crate) async fn run(
     let Ok(upgraded) = on_upgrade.await else {
         return;
     };
-    let Ok(parts) = upgraded.downcast::<TokioIo<Tapped<TcpStream>>>() else {
+    let Ok(parts) = upgraded.downcast::<TokioIo<HeadClock<Tapped<TcpStream>>>>() else {
         tracing::warn!("tunnel: unexpected connection type after CONNECT");
         return;
     };
-    let stream = parts.io.into_inner().into_inner();
+    let stream = parts.io.into_inner().into_inner().into_inner();
     serve(
         context,
         stream,
@@ -224,7 +225,9 @@ where
             tracing::debug!("tunnel connection: {e}");
         }
     } else {
-        let io = TokioIo::new(head_tap.unwrap_or_default().wrap(io.into_inner()));
+        let tapped = head_tap.unwrap_or_default().wrap(io.into_inner());
+        let timeout = shared.limits.header_read_timeout;
+        let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
         tokio::pin!(connection);
         let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);

@@ -66,6 +66,34 @@ async fn read_to_close(stream: &mut TcpStream, bound: Duration) -> (Vec<u8>, Opt
     (seen, None)
 }
 
+/// Reads one response with a `Content-Length` body (10 s at most).
+async fn read_response(stream: &mut TcpStream) -> Vec<u8> {
+    let reading = async {
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&response[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if response.len() >= end + 4 + length {
+                    return response;
+                }
+            }
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return response,
+                Ok(n) => response.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("a response within 10 s")
+}
+
 /// A plain-HTTP POST head to the guarded host announcing `length` bytes of JSON.
 fn post_head(port: u16, length: usize) -> Vec<u8> {
     format!(
@@ -112,6 +140,57 @@ fn a_slow_head_is_closed_within_body_timeout() {
     );
     let held = held.expect("the proxy kept a slow head open for 10 s");
     assert!(held < Duration::from_secs(4), "closed after {held:?}");
+}
+
+/// A head that stops half-way is answered 408 `request_timeout` (then closed) within
+/// `body_timeout` of its first byte.
+#[test]
+fn a_stalled_head_gets_408() {
+    let pki = TestPki::new();
+    let proxy = start(&pki, 9, "{body_timeout: 1s}");
+    let (response, closed) = runtime().block_on(async {
+        let mut stream = connect(&proxy).await;
+        stream
+            .write_all(b"GET http://allowed.test:9/ HTTP/1.1\r\nHost: al")
+            .await
+            .expect("head");
+        read_to_close(&mut stream, Duration::from_secs(10)).await
+    });
+    let closed = closed.expect("the proxy kept a stalled head open");
+    assert!(closed < Duration::from_secs(4), "closed after {closed:?}");
+    let text = String::from_utf8_lossy(&response);
+    assert_eq!(status_of(&response), 408, "{text}");
+    assert!(text.contains(r#""error":"request_timeout""#), "{text}");
+}
+
+/// Between keep-alive requests only `idle_timeout` counts: a connection idle for longer
+/// than `body_timeout` (the head deadline) but shorter than `idle_timeout` still serves
+/// its next request.
+#[test]
+fn keep_alive_waits_for_idle_timeout_not_the_head_deadline() {
+    let pki = TestPki::new();
+    let proxy = start(&pki, 9, "{body_timeout: 1s, idle_timeout: 30s}");
+    let request = b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n";
+    let second = runtime().block_on(async {
+        let mut stream = connect(&proxy).await;
+        stream.write_all(request).await.expect("first request");
+        let first = read_response(&mut stream).await;
+        assert_eq!(
+            status_of(&first),
+            403,
+            "{}",
+            String::from_utf8_lossy(&first)
+        );
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        stream.write_all(request).await.expect("second request");
+        read_response(&mut stream).await
+    });
+    assert_eq!(
+        status_of(&second),
+        403,
+        "{}",
+        String::from_utf8_lossy(&second)
+    );
 }
 
 #[test]
