@@ -375,6 +375,9 @@ class Sandbox:
     ``workspace``: a repository (path or URL) cloned into the sandbox's private workspace;
     commands start in its worktree (on ``branch``, default ``airlock/NAME``).
 
+    ``mode``: ``"enforce"`` (the default) or ``"report"`` (requests refused only for host,
+    method or path pass and are logged as would-deny; credentials stay enforced).
+
     Keyword-only extras: ``resolve`` (``HOST:ADDR`` pins), ``upstream_ca`` (CA files),
     ``memory_mib``/``cpus``/``pids`` (limits), ``state_dir`` (airlock's sandbox directory,
     ``AIRLOCK_SANDBOX_DIR``), ``binary`` (the ``airlock`` executable).
@@ -388,6 +391,7 @@ class Sandbox:
         allow: Sequence[str] = (),
         secrets: Sequence[str] = (),
         backend: Literal["local", "docker"] = "local",
+        mode: Literal["enforce", "report"] = "enforce",
         image: Optional[str] = None,
         workspace: Optional[PathLike] = None,
         branch: Optional[str] = None,
@@ -404,6 +408,8 @@ class Sandbox:
             raise ValueError(f"backend must be 'local' or 'docker', not {backend!r}")
         if backend == "docker" and not image:
             raise ValueError("the docker backend needs an image")
+        if mode not in ("enforce", "report"):
+            raise ValueError(f"mode must be 'enforce' or 'report', not {mode!r}")
         for kind, values in (("allow", allow), ("secrets", secrets), ("resolve", resolve)):
             if isinstance(values, str):
                 raise TypeError(f"{kind} takes a sequence of strings, not one string")
@@ -417,6 +423,7 @@ class Sandbox:
         self.allow = list(allow)
         self.secrets = list(secrets)
         self.backend = backend
+        self.mode = mode
         self.image = image
         self.workspace = os.fspath(workspace) if workspace is not None else None
         self.branch = branch
@@ -554,7 +561,7 @@ class Sandbox:
         )
 
     def _create_arguments(self) -> List[str]:
-        arguments = ["sandbox", "create", self.name, "--provider", self.backend]
+        arguments = ["sandbox", "create", self.name, "--provider", self.backend, "--mode", self.mode]
         for policy in self.policies:
             arguments += ["--policy", policy]
         for rule in self.allow:

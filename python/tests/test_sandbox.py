@@ -275,6 +275,32 @@ def test_the_network_is_the_policy(sandbox: airlock.Sandbox, tls_upstream: int) 
     assert "upstream saw" not in direct.stdout
 
 
+def test_report_mode_lets_a_path_through_and_enforce_does_not(state_dir: str, pki, tls_upstream: int) -> None:
+    def box(mode: str) -> airlock.Sandbox:
+        return airlock.Sandbox(
+            f"py-{mode}-{os.getpid()}",
+            allow=[f"allowed.test:{tls_upstream}/only/**"],
+            resolve=["allowed.test:127.0.0.1"],
+            upstream_ca=[str(pki.ca_cert)],
+            state_dir=state_dir,
+            mode=mode,
+        )
+
+    curl = ["curl", "-sS", "--max-time", "20", f"https://allowed.test:{tls_upstream}/elsewhere"]
+    answers = {}
+    for mode in ("report", "enforce"):
+        sandbox = box(mode)
+        run(sandbox.ensure_running())
+        try:
+            answers[mode] = run(sandbox.exec(curl)).stdout
+        finally:
+            run(sandbox.teardown())
+    assert answers["report"] == "upstream saw /elsewhere\n", answers
+    assert json.loads(answers["enforce"])["reason"] == "path_not_allowed", answers
+    with pytest.raises(ValueError):
+        airlock.Sandbox("x", mode="ask-me")
+
+
 def test_ensure_running_and_teardown_life_cycle(state_dir: str, binary: str) -> None:
     name = f"py-life-{os.getpid()}"
     box = airlock.Sandbox(name, allow=["allowed.test"], state_dir=state_dir)

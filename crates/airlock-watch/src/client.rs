@@ -77,7 +77,13 @@ impl Client {
     /// The asks waiting for an answer.
     pub async fn pending(&self) -> Result<Vec<Ask>, ClientError> {
         let body = self.call(Method::GET, "/v1/pending", None).await?;
-        serde_json::from_slice(&body).map_err(|e| ClientError::Unexpected(e.to_string()))
+        let unexpected = |e: serde_json::Error| ClientError::Unexpected(e.to_string());
+        let mut value: serde_json::Value = serde_json::from_slice(&body).map_err(unexpected)?;
+        // The list itself (docs/contract.md), or an object holding it as "pending".
+        if let Some(list) = value.get_mut("pending") {
+            value = list.take();
+        }
+        serde_json::from_value(value).map_err(unexpected)
     }
 
     /// Answers the ask `id`.
