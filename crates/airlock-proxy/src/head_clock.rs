@@ -92,8 +92,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HeadClock<S> {
     }
 
     /// Moves the clock on after a read: stops it once a request started, starts it on a
-    /// head's first bytes, and turns an expired clock into the answer.
-    fn tick(&mut self, cx: &mut Context<'_>, got_bytes: bool) {
+    /// head's first bytes, and turns an expired clock into the answer, but only when the
+    /// read found nothing (bytes that just arrived may complete the head).
+    fn tick(&mut self, cx: &mut Context<'_>, got_bytes: bool, waiting: bool) {
         let started = self.activity.started();
         if matches!(&self.state, State::Head { started: then, .. } if *then != started) {
             self.state = State::Waiting;
@@ -105,7 +106,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HeadClock<S> {
             };
         }
         if let State::Head { deadline, .. } = &mut self.state
-            // Polled every time, so that the deadline wakes the connection.
+            && waiting
+            // Polled on every read that waits, so that the deadline wakes the connection.
             && deadline.as_mut().poll(cx).is_ready()
         {
             self.state = State::Answering { written: 0 };
@@ -127,7 +129,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for HeadClock<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         let got_bytes = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
-        this.tick(cx, got_bytes);
+        this.tick(cx, got_bytes, polled.is_pending());
         if matches!(this.state, State::Answering { .. }) && polled.is_pending() {
             ready!(this.poll_answer(cx));
             return Poll::Ready(Ok(()));
