@@ -1015,73 +1015,8 @@ impl Checker<'_> {
         let preset = fields
             .get("preset")
             .map(|node| self.preset(node, &format!("{what}.preset")));
-        let given: Vec<&str> = SECRET_SOURCES
-            .iter()
-            .copied()
-            .filter(|key| fields.get(key).is_some())
-            .collect();
-        let source = match given.as_slice() {
-            // A preset without a source reads the variable the secret is named after.
-            [] if preset.is_some() => Some(SecretSource::Env(name.to_owned())),
-            [] => {
-                self.error(
-                    fields.pos,
-                    format!(
-                        "{what}: say where the value comes from with one of `env: VAR`, `file: PATH`, `value: \"...\"` or `command: [PROGRAM, ARGS...]`"
-                    ),
-                );
-                None
-            }
-            [key] => self.secret_source(&what, key, &fields),
-            [first, second, ..] => {
-                let pos = fields.key_pos(second).unwrap_or(fields.pos);
-                self.error(
-                    pos,
-                    format!("{what}: give one source only, not both `{first}` and `{second}`"),
-                );
-                None
-            }
-        };
-        let hosts = match fields.get("hosts") {
-            None if preset.is_some() => preset
-                .flatten()
-                .map(|preset| {
-                    preset
-                        .hosts
-                        .iter()
-                        .map(|host| rule::parse_host_pattern(host).expect("preset hosts parse"))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            None => {
-                self.error(
-                    fields.pos,
-                    format!(
-                        "{what}: `hosts` is missing: list the hosts the real value may be sent to, as in `hosts: [api.github.com]`"
-                    ),
-                );
-                Vec::new()
-            }
-            Some(hosts_node) => {
-                let hosts_what = format!("{what}.hosts");
-                let items = self
-                    .non_empty_list(
-                        hosts_node,
-                        &hosts_what,
-                        "list the hosts the real value may be sent to",
-                    )
-                    .unwrap_or_default();
-                let mut hosts = Vec::new();
-                for (index, item) in items.iter().enumerate() {
-                    if let Some(host) = self.host(item, &format!("{hosts_what}[{index}]"))
-                        && !hosts.contains(&host)
-                    {
-                        hosts.push(host);
-                    }
-                }
-                hosts
-            }
-        };
+        let source = self.secret_source_of(name, &what, &fields, preset.is_some());
+        let hosts = self.secret_hosts(&what, &fields, preset);
         let headers = match fields.get("headers") {
             Some(node) => self.header_names(node, &format!("{what}.headers")),
             None => preset
@@ -1140,6 +1075,93 @@ impl Checker<'_> {
             body,
             foreign_allowed,
         })
+    }
+
+    /// A secret's source: its one `env`/`file`/`value`/`command` key, or with a preset and
+    /// none of them, the variable named after the secret.
+    fn secret_source_of(
+        &mut self,
+        name: &str,
+        what: &str,
+        fields: &Fields<'_>,
+        has_preset: bool,
+    ) -> Option<SecretSource> {
+        let given: Vec<&str> = SECRET_SOURCES
+            .iter()
+            .copied()
+            .filter(|key| fields.get(key).is_some())
+            .collect();
+        match given.as_slice() {
+            // A preset without a source reads the variable the secret is named after.
+            [] if has_preset => Some(SecretSource::Env(name.to_owned())),
+            [] => {
+                self.error(
+                    fields.pos,
+                    format!(
+                        "{what}: say where the value comes from with one of `env: VAR`, `file: PATH`, `value: \"...\"` or `command: [PROGRAM, ARGS...]`"
+                    ),
+                );
+                None
+            }
+            [key] => self.secret_source(what, key, fields),
+            [first, second, ..] => {
+                let pos = fields.key_pos(second).unwrap_or(fields.pos);
+                self.error(
+                    pos,
+                    format!("{what}: give one source only, not both `{first}` and `{second}`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A secret's `hosts` (deduplicated), or its preset's when it has none.
+    fn secret_hosts(
+        &mut self,
+        what: &str,
+        fields: &Fields<'_>,
+        preset: Option<Option<&'static presets::Preset>>,
+    ) -> Vec<HostPattern> {
+        match fields.get("hosts") {
+            None if preset.is_some() => preset
+                .flatten()
+                .map(|preset| {
+                    preset
+                        .hosts
+                        .iter()
+                        .map(|host| rule::parse_host_pattern(host).expect("preset hosts parse"))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => {
+                self.error(
+                    fields.pos,
+                    format!(
+                        "{what}: `hosts` is missing: list the hosts the real value may be sent to, as in `hosts: [api.github.com]`"
+                    ),
+                );
+                Vec::new()
+            }
+            Some(hosts_node) => {
+                let hosts_what = format!("{what}.hosts");
+                let items = self
+                    .non_empty_list(
+                        hosts_node,
+                        &hosts_what,
+                        "list the hosts the real value may be sent to",
+                    )
+                    .unwrap_or_default();
+                let mut hosts = Vec::new();
+                for (index, item) in items.iter().enumerate() {
+                    if let Some(host) = self.host(item, &format!("{hosts_what}[{index}]"))
+                        && !hosts.contains(&host)
+                    {
+                        hosts.push(host);
+                    }
+                }
+                hosts
+            }
+        }
     }
 
     /// A secret's `preset` (see [`crate::presets`]): `None` after reporting an unknown name.
