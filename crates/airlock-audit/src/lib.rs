@@ -17,7 +17,7 @@
 //! `deny`) marks a line that report mode let through although the policy refuses it; its
 //! `reason` is the refusal it would have had:
 //!
-//! `ts kind decision would rule reason method scheme host port path query status bytes_up
+//! `ts kind decision would asked rule reason method scheme host port path query status bytes_up
 //! bytes_down ms secrets conn name qtype server tool argument form credential message phase
 //! count`
 //!
@@ -114,6 +114,8 @@ pub struct AuditEvent {
     /// `Some("deny")` when report mode let through what the policy refuses (`reason`
     /// says why it would have been refused).
     pub would: Option<&'static str>,
+    /// `Some(true)` when ask mode held the request and asked about it.
+    pub asked: Option<bool>,
     /// The rule id that decided (`network.allow[0]`), if any.
     pub rule: Option<String>,
     /// The refusal reason (`host_not_allowed`, ...).
@@ -493,6 +495,8 @@ struct Line<'a> {
     decision: Decision,
     #[serde(skip_serializing_if = "Option::is_none")]
     would: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asked: Option<bool>,
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
@@ -550,6 +554,7 @@ impl<'a> Line<'a> {
             kind: event.kind,
             decision: event.decision,
             would: event.would,
+            asked: event.asked,
             rule: event.rule.as_deref(),
             reason: event.reason,
             method: event.method.as_deref(),
