@@ -37,7 +37,7 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 pub const MAX_DENIALS: usize = crate::events::DENIALS_CAPACITY;
 
 /// Every route: (method, path). Anything else is 404 (unknown path) or 405.
-pub const ROUTES: [(&str, &str); 8] = [
+pub const ROUTES: [(&str, &str); 9] = [
     ("GET", "/healthz"),
     ("GET", "/metrics"),
     ("GET", "/v1/policy"),
@@ -46,6 +46,7 @@ pub const ROUTES: [(&str, &str); 8] = [
     ("GET", "/v1/events"),
     ("GET", "/v1/denials"),
     ("GET", "/v1/pending"),
+    ("POST", "/v1/pending/{id}"),
 ];
 
 /// The prefix of `POST /v1/pending/{id}`.

@@ -268,6 +268,46 @@ fn asks_answered_once_for_the_run_and_denied() {
 }
 
 #[test]
+fn the_event_stream_says_when_an_ask_opens_and_is_answered() {
+    let pki = TestPki::new();
+    let upstream = Upstream::plain();
+    let port = upstream.port();
+    let (proxy, socket) = ask_proxy(&pki, port, &[]);
+    let stream = support::tool("curl")
+        .args(["-sS", "-N", "--max-time", "8", "--unix-socket", &socket])
+        .arg("http://admin/v1/events")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    std::thread::sleep(Duration::from_millis(700));
+    std::thread::scope(|scope| {
+        let request = scope.spawn(|| get(&proxy, &pki, &format!("http://other.test:{port}/e")));
+        let pending = wait_pending(&socket, 1);
+        assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
+        assert_eq!(request.join().expect("request").status, 200);
+    });
+    let output = stream.wait_with_output().expect("curl output");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(json)
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds, ["ask", "answered", "http"], "{text}");
+    assert_eq!(events[0]["path"], "/e", "{text}");
+    assert_eq!(
+        events[0]["suggestion"],
+        format!("GET other.test:{port}/e"),
+        "{text}"
+    );
+    assert_eq!(events[1]["id"], events[0]["id"], "{text}");
+    assert_eq!(events[1]["decision"], "allow", "{text}");
+    assert_eq!(events[1]["scope"], "run", "{text}");
+    assert_eq!(events[2]["asked"], true, "{text}");
+}
+
+#[test]
 fn save_appends_the_rule_keeping_comments_and_the_file_still_loads() {
     let pki = TestPki::new();
     let upstream = Upstream::plain();
