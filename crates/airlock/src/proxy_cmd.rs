@@ -79,6 +79,11 @@ pub struct ProxyArgs {
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
 pub fn run(args: ProxyArgs) -> ExitCode {
     let (config, token) = match prepare(&args).and_then(|config| {
+        if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
+            return Err(vec![
+                "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
+            ]);
+        }
         let token =
             crate::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())?;
         Ok((config, token))

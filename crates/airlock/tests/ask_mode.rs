@@ -534,6 +534,33 @@ fn a_connect_to_an_unlisted_host_is_held_and_a_run_answer_opens_it() {
 }
 
 #[test]
+fn a_proxy_in_ask_mode_needs_an_admin_api() {
+    let output = run_bounded(
+        std::process::Command::new(AIRLOCK).args([
+            "proxy",
+            "--mode",
+            "ask",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow",
+            "a.example.test",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        output.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output.stderr.contains("--mode ask needs --admin"),
+        "{}",
+        output.stderr
+    );
+}
+
+#[test]
 fn sandbox_create_refuses_ask_mode_clearly() {
     let output = run_bounded(
         std::process::Command::new(AIRLOCK).args(["sandbox", "create", "x", "--mode", "ask"]),
