@@ -218,16 +218,8 @@ pub(crate) async fn serve(
         }
     };
 
-    let (decision, asked) = match ask {
-        Some(reason) => {
-            let key = crate::ask::request_key(&method, host_text.clone(), port, Some(&path));
-            match shared.asks.hold(key, reason).await {
-                Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
-                Asked::Refused => (decision, true),
-            }
-        }
-        None => (decision, false),
-    };
+    let key = || crate::ask::request_key(&method, host_text.clone(), port, Some(&path));
+    let (decision, asked) = hold_if_asked(shared, ask, key, decision).await;
     let mut line = Line::new(LineKind::Http, host_text, port, context.id);
     line.method = Some(method);
     line.scheme = Some(destination.scheme);
@@ -557,6 +549,26 @@ fn refuse_timeout(context: &ConnContext, rule: Option<String>, line: Line) -> Re
     let reason = Reason::BodyUninspectable;
     let decision = Decision::deny(reason, rule);
     write_refusal(context, decision, reason, line, refusal::request_timeout())
+}
+
+/// Ask mode: holds a request refused for `ask` (a reason [`Mode::askable`] gave) until its
+/// ask is answered; the decision to act on, and whether it was asked about. Without a
+/// reason, `decision` stands.
+///
+/// [`Mode::askable`]: airlock_policy::mode::Mode::askable
+async fn hold_if_asked(
+    shared: &crate::context::Shared,
+    ask: Option<Reason>,
+    key: impl FnOnce() -> airlock_policy::ask::AskKey,
+    decision: Decision,
+) -> (Decision, bool) {
+    let Some(reason) = ask else {
+        return (decision, false);
+    };
+    match shared.asks.hold(key(), reason).await {
+        Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
+        Asked::Refused => (decision, true),
+    }
 }
 
 /// Writes a refusal's audit line (status from `response`) and hands `response` back.
