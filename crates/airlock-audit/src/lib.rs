@@ -15,11 +15,12 @@
 //! decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
 //! lines (`[]` when none); every other key is written only when known. `would` (always
 //! `deny`) marks a line that report mode let through although the policy refuses it; its
-//! `reason` is the refusal it would have had:
+//! `reason` is the refusal it would have had; `asked` (always `true`) marks a request ask
+//! mode held and asked about:
 //!
-//! `ts kind decision would asked rule reason method scheme host port path query status bytes_up
-//! bytes_down ms secrets conn name qtype server tool argument form credential message phase
-//! count`
+//! `ts kind decision would asked rule reason method scheme host port path query status
+//! bytes_up bytes_down ms secrets conn name qtype server tool argument form credential
+//! message phase count`
 //!
 //! `server` names the stdio MCP server of an `airlock mcp` line; `argument` names the
 //! guarded argument that refused an MCP call (`mcp_argument_denied`), never its value.
