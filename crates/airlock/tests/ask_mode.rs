@@ -139,6 +139,42 @@ fn line_for(proxy: &Proxy, path: &str, count: usize) -> Value {
     }
 }
 
+/// Unknown ids are 404, bodies that are not an answer 400, other methods 405.
+fn assert_bad_answers_are_refused(socket: &str) {
+    assert_eq!(
+        admin(
+            socket,
+            "POST",
+            "/v1/pending/9999",
+            Some(r#"{"decision":"allow"}"#)
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        admin(
+            socket,
+            "POST",
+            "/v1/pending/x",
+            Some(r#"{"decision":"allow"}"#)
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        admin(
+            socket,
+            "POST",
+            "/v1/pending/1",
+            Some(r#"{"decision":"perhaps"}"#)
+        )
+        .0,
+        400
+    );
+    assert_eq!(admin(socket, "POST", "/v1/pending/1", Some("{")).0, 400);
+    assert_eq!(admin(socket, "PUT", "/v1/pending/1", Some("{}")).0, 405);
+}
+
 #[test]
 fn asks_answered_once_for_the_run_and_denied() {
     let pki = TestPki::new();
@@ -179,39 +215,7 @@ fn asks_answered_once_for_the_run_and_denied() {
     }
     assert_eq!(upstream.hit_count(), 2);
 
-    // Unknown ids and bad bodies.
-    assert_eq!(
-        admin(
-            &socket,
-            "POST",
-            "/v1/pending/9999",
-            Some(r#"{"decision":"allow"}"#)
-        )
-        .0,
-        404
-    );
-    assert_eq!(
-        admin(
-            &socket,
-            "POST",
-            "/v1/pending/x",
-            Some(r#"{"decision":"allow"}"#)
-        )
-        .0,
-        404
-    );
-    assert_eq!(
-        admin(
-            &socket,
-            "POST",
-            "/v1/pending/1",
-            Some(r#"{"decision":"perhaps"}"#)
-        )
-        .0,
-        400
-    );
-    assert_eq!(admin(&socket, "POST", "/v1/pending/1", Some("{")).0, 400);
-    assert_eq!(admin(&socket, "PUT", "/v1/pending/1", Some("{}")).0, 405);
+    assert_bad_answers_are_refused(&socket);
 
     // deny: 403 with "asked":true, in the body and the audit line.
     std::thread::scope(|scope| {
