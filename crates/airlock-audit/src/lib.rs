@@ -15,11 +15,12 @@
 //! decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
 //! lines (`[]` when none); every other key is written only when known. `would` (always
 //! `deny`) marks a line that report mode let through although the policy refuses it; its
-//! `reason` is the refusal it would have had:
+//! `reason` is the refusal it would have had; `asked` (always `true`) marks a request ask
+//! mode held and asked about:
 //!
-//! `ts kind decision would rule reason method scheme host port path query status bytes_up
-//! bytes_down ms secrets conn name qtype server tool argument form credential message phase
-//! count`
+//! `ts kind decision would asked rule reason method scheme host port path query status
+//! bytes_up bytes_down ms secrets conn name qtype server tool argument form credential
+//! message phase count`
 //!
 //! `server` names the stdio MCP server of an `airlock mcp` line; `argument` names the
 //! guarded argument that refused an MCP call (`mcp_argument_denied`), never its value.
@@ -114,6 +115,8 @@ pub struct AuditEvent {
     /// `Some("deny")` when report mode let through what the policy refuses (`reason`
     /// says why it would have been refused).
     pub would: Option<&'static str>,
+    /// `Some(true)` when ask mode held the request and asked about it.
+    pub asked: Option<bool>,
     /// The rule id that decided (`network.allow[0]`), if any.
     pub rule: Option<String>,
     /// The refusal reason (`host_not_allowed`, ...).
@@ -493,6 +496,8 @@ struct Line<'a> {
     decision: Decision,
     #[serde(skip_serializing_if = "Option::is_none")]
     would: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asked: Option<bool>,
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
@@ -550,6 +555,7 @@ impl<'a> Line<'a> {
             kind: event.kind,
             decision: event.decision,
             would: event.would,
+            asked: event.asked,
             rule: event.rule.as_deref(),
             reason: event.reason,
             method: event.method.as_deref(),

@@ -74,6 +74,18 @@ impl Hub {
         });
     }
 
+    /// Broadcasts an event that is not an audit line (the `ask` and `answered` events of
+    /// `--mode ask`: JSON objects with `kind`, and `decision` once answered); never blocks.
+    pub fn announce(&self, line: &str) {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        let field = |name: &str| Arc::from(value.get(name).and_then(|v| v.as_str()).unwrap_or(""));
+        let _ = self.sender.send(Event {
+            line: Arc::from(line),
+            kind: field("kind"),
+            decision: field("decision"),
+        });
+    }
+
     /// A new live subscription (lines from now on).
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.sender.subscribe()

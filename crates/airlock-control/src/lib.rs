@@ -1,6 +1,7 @@
 //! airlock's control plane: the policy store that swaps a new policy in atomically (with
 //! its version, etag and `policy` audit line), the fan-out of audit lines to the admin API
-//! (live events, recent denials, metrics), and the admin API server itself.
+//! (live events, recent denials, metrics), the answers to `--mode ask`'s pending asks,
+//! and the admin API server itself.
 //!
 //! The data plane never waits on anything here: it reads the policy through one
 //! `ArcSwap` snapshot per request, and audit lines reach the fan-out through the audit
@@ -10,6 +11,7 @@
 
 pub mod events;
 pub mod metrics;
+pub mod pending;
 pub mod server;
 pub mod store;
 mod summary;

@@ -1,7 +1,8 @@
 //! The admin API server (docs/operations.md, docs/openapi.yaml): HTTP/1 on a Unix socket
 //! (mode 0600) or a TCP address, every call on TCP authenticated by a bearer token compared
 //! in constant time. Routes: `GET /healthz`, `GET /metrics`, `GET|PUT /v1/policy`,
-//! `PUT /v1/network/policy`, `GET /v1/events` (SSE), `GET /v1/denials`.
+//! `PUT /v1/network/policy`, `GET /v1/events` (SSE), `GET /v1/denials`, `GET /v1/pending`,
+//! `POST /v1/pending/{id}` (the asks of `--mode ask`, [`crate::pending`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -26,6 +27,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::events::Hub;
 use crate::metrics::Gauges;
+use crate::pending::AskRoutes;
 use crate::store::{self, ApplyError, PolicyStore, Problem, Source};
 
 /// The largest policy body accepted.
@@ -35,7 +37,7 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 pub const MAX_DENIALS: usize = crate::events::DENIALS_CAPACITY;
 
 /// Every route: (method, path). Anything else is 404 (unknown path) or 405.
-pub const ROUTES: [(&str, &str); 7] = [
+pub const ROUTES: [(&str, &str); 9] = [
     ("GET", "/healthz"),
     ("GET", "/metrics"),
     ("GET", "/v1/policy"),
@@ -43,7 +45,12 @@ pub const ROUTES: [(&str, &str); 7] = [
     ("PUT", "/v1/network/policy"),
     ("GET", "/v1/events"),
     ("GET", "/v1/denials"),
+    ("GET", "/v1/pending"),
+    ("POST", "/v1/pending/{id}"),
 ];
+
+/// The prefix of `POST /v1/pending/{id}`.
+const PENDING_PREFIX: &str = "/v1/pending/";
 
 /// Where the admin API listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +102,8 @@ pub struct Admin {
     pub gauges: ProxyGauges,
     /// SHA-256 of the bearer token, if one is required.
     token_digest: Option<[u8; 32]>,
+    /// The asks of `--mode ask` (none: `GET /v1/pending` is empty).
+    asks: Option<AskRoutes>,
 }
 
 /// A bound admin listener, ready to serve.
@@ -120,7 +129,14 @@ impl Admin {
             hub,
             gauges,
             token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            asks: None,
         }
+    }
+
+    /// Serves `GET /v1/pending` and `POST /v1/pending/{id}` from `routes`.
+    pub fn with_asks(mut self, routes: AskRoutes) -> Admin {
+        self.asks = Some(routes);
+        self
     }
 
     /// Binds `listen`: a Unix socket gets mode 0600 (a stale socket file is replaced); a TCP
@@ -215,6 +231,17 @@ impl Admin {
             (Method::PUT, "/v1/network/policy") => self.put(request, Kind::Trustyclaw).await,
             (Method::GET, "/v1/events") => self.events(request.uri().query()),
             (Method::GET, "/v1/denials") => self.denials(request.uri().query()),
+            (Method::GET, "/v1/pending") => match &self.asks {
+                Some(asks) => reply(asks.list()),
+                None => json(StatusCode::OK, &serde_json::json!([])),
+            },
+            (Method::POST, path) if path.starts_with(PENDING_PREFIX) => {
+                self.decide(&path[PENDING_PREFIX.len()..], request).await
+            }
+            (_, path) if path.starts_with(PENDING_PREFIX) => json(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &serde_json::json!({"error": "method not allowed"}),
+            ),
             (_, path) if ROUTES.iter().any(|(_, known)| *known == path) => json(
                 StatusCode::METHOD_NOT_ALLOWED,
                 &serde_json::json!({"error": "method not allowed"}),
@@ -340,6 +367,25 @@ impl Admin {
             Err(ApplyError::Stale { current, .. }) => json(
                 StatusCode::PRECONDITION_FAILED,
                 &serde_json::json!({"error": "the policy changed since that etag", "etag": current}),
+            ),
+        }
+    }
+
+    async fn decide(&self, id: &str, request: Request<Incoming>) -> Response<Body> {
+        let Some(asks) = &self.asks else {
+            return json(
+                StatusCode::NOT_FOUND,
+                &serde_json::json!({"error": "no pending ask has this id"}),
+            );
+        };
+        match Limited::new(request.into_body(), MAX_BODY_BYTES)
+            .collect()
+            .await
+        {
+            Ok(body) => reply(asks.decide(id, &body.to_bytes())),
+            Err(e) => json(
+                StatusCode::BAD_REQUEST,
+                &serde_json::json!({"error": format!("cannot read the body: {e}")}),
             ),
         }
     }
@@ -505,6 +551,10 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
         header::HeaderValue::from_static("application/json"),
     );
     response
+}
+
+fn reply((status, value): (StatusCode, serde_json::Value)) -> Response<Body> {
+    json(status, &value)
 }
 
 fn invalid(errors: Vec<Problem>) -> Response<Body> {

@@ -367,7 +367,14 @@ fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
     }
     for path in &plan.hide_if_present {
         match hide(plan, sources.as_ref(), path) {
-            Err((_, _, e)) if e.kind() == io::ErrorKind::NotFound => {}
+            // Gone, or (another user's socket in a private directory, such as another
+            // user's `airlock run` admin socket) out of this namespace's reach: the
+            // command, no more privileged than this setup, cannot reach it either.
+            Err((_, _, e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) => {}
             result => result?,
         }
     }

@@ -101,7 +101,8 @@ pub struct JailSpec {
     /// empty read-only tmpfs, a file by `/dev/null`. A missing path is an error.
     pub hide_paths: Vec<PathBuf>,
     /// Paths hidden the same way if they still exist when the jail is built (host UNIX
-    /// sockets found by a scan, which may vanish in between); a missing one is skipped.
+    /// sockets found by a scan, which may vanish in between); a missing one is skipped, as
+    /// is one the jail cannot reach (permission denied: another user's private directory).
     pub hide_if_present: Vec<PathBuf>,
     /// `(source, destination)` files bind-mounted read-only, for example a CA
     /// bundle over the system bundle; both must exist (a missing one is an

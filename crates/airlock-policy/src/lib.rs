@@ -14,12 +14,16 @@
 //!    [`matcher::CompiledPolicy::route`] maps a request to [`route::ROUTE_HOST`] onto its
 //!    route's upstream.
 //! 6. [`mode::Mode`] applies `--mode report` to a decision; [`suggest`] turns audit lines
-//!    of refusals into the `network.allow` entries that would have allowed them.
+//!    of refusals into the `network.allow` entries that would have allowed them; [`ask`]
+//!    keeps the pending asks of `--mode ask` and [`edit`] adds an answered ask's rule to
+//!    a policy file's text.
 
 #![forbid(unsafe_code)]
 
+pub mod ask;
 pub mod canonical;
 pub mod decision;
+pub mod edit;
 pub mod emit;
 pub mod filesystem;
 pub mod import;

@@ -1,4 +1,5 @@
-//! Enforcement modes (`--mode enforce|report`, docs/policy.md "Report mode").
+//! Enforcement modes (`--mode enforce|report|ask`, docs/policy.md "Report mode" and
+//! "Ask mode").
 //!
 //! In [`Mode::Report`] a request refused *only* for its host, method or path is let
 //! through, and the refusal it would have had is kept so that its audit line can say
@@ -7,6 +8,9 @@
 //! guards, MCP rules, unsafe paths and malformed requests refuse as in
 //! [`Mode::Enforce`]. Those checks happen after the policy decision, on the request as it
 //! stands, so relaxing the decision does not reach them.
+//!
+//! In [`Mode::Ask`] the same refusals are not relaxed here: [`Mode::askable`] says which
+//! ones the proxy holds until someone answers (see [`crate::ask`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,15 +28,28 @@ pub enum Mode {
     /// Let through what is refused only for host, method or path, and log it as a
     /// would-be refusal.
     Report,
+    /// Hold what is refused only for host, method or path until it is answered (or its
+    /// time runs out).
+    Ask,
 }
 
 impl Mode {
-    /// `"enforce"` or `"report"`.
+    /// `"enforce"`, `"report"` or `"ask"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Enforce => "enforce",
             Mode::Report => "report",
+            Mode::Ask => "ask",
         }
+    }
+
+    /// In ask mode, the reason of a refusal the proxy may hold and ask about: one for
+    /// host, method or path only, never on airlock's own route host.
+    pub fn askable(self, host: &Host, decision: &Decision) -> Option<Reason> {
+        let own = matches!(host, Host::Name(name) if name == ROUTE_HOST);
+        decision
+            .reason
+            .filter(|reason| self == Mode::Ask && relaxable(*reason) && !own)
     }
 
     /// Applies the mode to the decision on a request to `host`: the decision to act on,
@@ -87,11 +104,8 @@ impl fmt::Display for Mode {
 /// Why a `--mode` value was not accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ModeError {
-    /// `ask`, which is not available yet.
-    #[error("`--mode ask` is not available yet: use `enforce` or `report`")]
-    AskUnavailable,
-    /// Anything else.
-    #[error("unknown mode {0:?}: use `enforce` or `report`")]
+    /// Anything but `enforce`, `report` or `ask`.
+    #[error("unknown mode {0:?}: use `enforce`, `report` or `ask`")]
     Unknown(String),
 }
 
@@ -102,7 +116,7 @@ impl FromStr for Mode {
         match text {
             "enforce" => Ok(Mode::Enforce),
             "report" => Ok(Mode::Report),
-            "ask" => Err(ModeError::AskUnavailable),
+            "ask" => Ok(Mode::Ask),
             other => Err(ModeError::Unknown(other.to_owned())),
         }
     }
@@ -172,11 +186,30 @@ mod tests {
     }
 
     #[test]
-    fn modes_parse_and_ask_is_refused_clearly() {
+    fn modes_parse() {
         assert_eq!("report".parse::<Mode>(), Ok(Mode::Report));
         assert_eq!("enforce".parse::<Mode>(), Ok(Mode::Enforce));
-        let ask = "ask".parse::<Mode>().unwrap_err().to_string();
-        assert!(ask.contains("not available"), "{ask}");
-        assert!("loud".parse::<Mode>().is_err());
+        assert_eq!("ask".parse::<Mode>(), Ok(Mode::Ask));
+        let loud = "loud".parse::<Mode>().unwrap_err().to_string();
+        assert!(loud.contains("`ask`"), "{loud}");
+    }
+
+    #[test]
+    fn ask_mode_relaxes_nothing_and_asks_about_host_method_and_path_only() {
+        for reason in Reason::ALL {
+            let refused = Decision::deny(reason, None);
+            assert_eq!(
+                Mode::Ask.apply(&host(), refused.clone()),
+                (refused.clone(), None)
+            );
+            let askable = Mode::Ask.askable(&host(), &refused);
+            assert_eq!(askable, relaxable(reason).then_some(reason), "{reason}");
+            assert_eq!(Mode::Enforce.askable(&host(), &refused), None);
+            assert_eq!(Mode::Report.askable(&host(), &refused), None);
+        }
+        let own = Host::Name(ROUTE_HOST.to_owned());
+        let refused = Decision::deny(Reason::HostNotAllowed, None);
+        assert_eq!(Mode::Ask.askable(&own, &refused), None);
+        assert_eq!(Mode::Ask.askable(&host(), &Decision::allow("r")), None);
     }
 }

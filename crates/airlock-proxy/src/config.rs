@@ -14,6 +14,7 @@ use airlock_policy::CompiledPolicy;
 use airlock_policy::mode::Mode;
 use arc_swap::ArcSwap;
 
+use crate::ask::Asks;
 use crate::ca::CertificateAuthority;
 
 /// Resource limits of the data plane.
@@ -122,6 +123,8 @@ pub struct ProxyConfig {
     /// `enforce`, or `report`: what is refused only for host, method or path passes and is
     /// logged as a would-be refusal.
     pub mode: Mode,
+    /// The asks of `--mode ask` (shared with the admin API); unused in other modes.
+    pub asks: Arc<Asks>,
 }
 
 impl ProxyConfig {
@@ -143,6 +146,10 @@ impl ProxyConfig {
             limits: Limits::default(),
             tunnel_refusal: TunnelRefusal::OnConnect,
             mode: Mode::Enforce,
+            asks: Arc::new(Asks::new(
+                crate::ask::DEFAULT_ASK_TIMEOUT,
+                airlock_policy::ask::DEFAULT_CAPACITY,
+            )),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! `CONNECT host:port`: the tunnel is decided on its destination alone; a tunnel the
 //! policy refuses is answered on the CONNECT itself (403 + JSON, one `http` line with
 //! method `CONNECT`) in explicit mode, otherwise the client gets 200 and the tunnel's first
-//! bytes are handed to [`crate::tunnel`] once hyper releases the connection.
+//! bytes are handed to [`crate::tunnel`] once hyper releases the connection. In ask mode a
+//! CONNECT refused for its host is held (nothing more is read from the client) until its
+//! ask is answered.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use airlock_policy::{Decision, Reason};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use crate::ask::Asked;
 use crate::body::ProxyBody;
 use crate::config::TunnelRefusal;
 use crate::context::ConnContext;
@@ -19,7 +22,7 @@ use crate::tunnel;
 use crate::wire::connect_target;
 
 /// Answers a CONNECT request arriving on a direct proxy connection.
-pub(crate) fn handle(
+pub(crate) async fn handle(
     context: &Arc<ConnContext>,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
@@ -29,11 +32,24 @@ pub(crate) fn handle(
         Err(bad) => return malformed(context, &request, bad.message()),
     };
     let shared = &context.shared;
-    let tunnel = shared
+    let mut tunnel = shared
         .mode
         .apply_tunnel(&host, shared.policy.load().decide_tunnel(&host, port));
     if !tunnel.decision.is_allow() && shared.tunnel_refusal == TunnelRefusal::OnConnect {
-        return refuse_connect(context, tunnel.decision, host.to_string(), port);
+        let mut asked = false;
+        if let Some(reason) = shared.mode.askable(&host, &tunnel.decision) {
+            let key = crate::ask::request_key("CONNECT", host.to_string(), port, None);
+            match shared.asks.hold(key, reason).await {
+                Asked::Allowed { rule, .. } => {
+                    tunnel.decision = Decision::allow(rule);
+                    tunnel.raw_tcp_allowed = true;
+                }
+                Asked::Refused => asked = true,
+            }
+        }
+        if !tunnel.decision.is_allow() {
+            return refuse_connect(context, tunnel.decision, host.to_string(), port, asked);
+        }
     }
     let on_upgrade = hyper::upgrade::on(&mut request);
     tokio::spawn(tunnel::run(context.clone(), on_upgrade, host, port, tunnel));
@@ -47,6 +63,7 @@ fn refuse_connect(
     decision: Decision,
     host: String,
     port: u16,
+    asked: bool,
 ) -> Response<ProxyBody> {
     let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
     let response = Refused {
@@ -56,11 +73,12 @@ fn refuse_connect(
         path: None,
         rule: decision.rule.as_deref(),
     }
-    .response();
+    .response_asked(asked);
     let mut line = Line::new(LineKind::Http, host, port, context.id);
     line.rule = decision.rule;
     line.reason = Some(reason);
     line.method = Some("CONNECT".to_owned());
+    line.asked = asked;
     line.status = Some(response.status().as_u16());
     line.write(&context.shared.audit);
     response

@@ -21,6 +21,7 @@ use hyper_util::server::conn::auto;
 use rustls::ServerConfig;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use crate::ask::Asks;
 use crate::body::ProxyBody;
 use crate::budget::{Budget, ClientSlot};
 use crate::ca::CertificateAuthority;
@@ -57,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) tunnel_refusal: TunnelRefusal,
     /// Enforce, or report (decisions relaxed by [`Mode::apply`]).
     pub(crate) mode: Mode,
+    /// The pending asks of ask mode.
+    pub(crate) asks: Arc<Asks>,
     pub(crate) next_conn: AtomicU64,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The HTTP service of every intercepted connection and tunnel (`forward::serve`,

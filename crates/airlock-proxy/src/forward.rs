@@ -27,6 +27,7 @@ use http_body::Body as _;
 use http_body_util::{BodyExt as _, Either};
 use hyper::body::Incoming;
 
+use crate::ask::Asked;
 use crate::body::content_decoder;
 use crate::body::{ProxyBody, UploadBody};
 use crate::body_guard::{self, Unread};
@@ -67,7 +68,7 @@ pub(crate) async fn serve(
     }
     if request.method() == Method::CONNECT {
         return Ok(match context.origin {
-            Origin::Direct => connect::handle(&context, request),
+            Origin::Direct => connect::handle(&context, request).await,
             Origin::Tunnel { .. } => malformed(
                 &context,
                 &request,
@@ -136,6 +137,12 @@ pub(crate) async fn serve(
     // Report mode: a refusal for host, method or path only is let through and logged as
     // a would-be refusal; every later check (credentials, body, MCP, address) still holds.
     let (decision, would) = shared.mode.apply(&canonical.host, decision);
+    // Ask mode: such a refusal is held until it is answered (or times out), once the
+    // credential checks passed (a request they refuse is never held).
+    let ask = shared
+        .mode
+        .askable(&canonical.host, &decision)
+        .filter(|_| canonical.path.is_ok());
     let body_guards = policy.body_guards(&canonical);
     let CanonicalRequest {
         method,
@@ -150,7 +157,7 @@ pub(crate) async fn serve(
         Err(_) => request.uri().path().to_owned(),
     };
     let host_text = host.to_string();
-    if !decision.is_allow() {
+    if !decision.is_allow() && ask.is_none() {
         let response = refuse(
             &context,
             decision,
@@ -211,14 +218,20 @@ pub(crate) async fn serve(
         }
     };
 
+    let key = || crate::ask::request_key(&method, host_text.clone(), port, Some(&path));
+    let (decision, asked) = hold_if_asked(shared, ask, key, decision).await;
     let mut line = Line::new(LineKind::Http, host_text, port, context.id);
-    line.allowed = true;
-    line.rule = decision.rule;
-    line.would = would;
     line.method = Some(method);
     line.scheme = Some(destination.scheme);
     line.path = Some(path);
     line.query = query;
+    line.asked = asked;
+    if !decision.is_allow() {
+        return Ok(after_draining(body, refuse_line(&context, decision, line)).await);
+    }
+    line.allowed = true;
+    line.rule = decision.rule;
+    line.would = would;
     line.secrets = secrets;
     line.credential = logged.first().copied();
     if line.credential.is_some() {
@@ -533,7 +546,7 @@ fn refuse_line(context: &ConnContext, decision: Decision, line: Line) -> Respons
             path: line.path.as_deref(),
             rule: decision.rule.as_deref(),
         }
-        .response()
+        .response_asked(line.asked)
     };
     write_refusal(context, decision, reason, line, response)
 }
@@ -544,6 +557,26 @@ fn refuse_timeout(context: &ConnContext, rule: Option<String>, line: Line) -> Re
     let reason = Reason::BodyUninspectable;
     let decision = Decision::deny(reason, rule);
     write_refusal(context, decision, reason, line, refusal::request_timeout())
+}
+
+/// Ask mode: holds a request refused for `ask` (a reason [`Mode::askable`] gave) until its
+/// ask is answered; the decision to act on, and whether it was asked about. Without a
+/// reason, `decision` stands.
+///
+/// [`Mode::askable`]: airlock_policy::mode::Mode::askable
+async fn hold_if_asked(
+    shared: &crate::context::Shared,
+    ask: Option<Reason>,
+    key: impl FnOnce() -> airlock_policy::ask::AskKey,
+    decision: Decision,
+) -> (Decision, bool) {
+    let Some(reason) = ask else {
+        return (decision, false);
+    };
+    match shared.asks.hold(key(), reason).await {
+        Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
+        Asked::Refused => (decision, true),
+    }
 }
 
 /// Writes a refusal's audit line (status from `response`) and hands `response` back.

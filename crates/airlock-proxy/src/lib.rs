@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ask;
 pub mod body;
 mod body_guard;
 mod budget;

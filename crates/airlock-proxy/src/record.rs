@@ -43,6 +43,8 @@ pub struct Line {
     /// Report mode let it through although the policy refuses it for this reason: written
     /// as `"would":"deny"` with this `reason` on an `allow` line.
     pub would: Option<Reason>,
+    /// Ask mode held it and asked about it: written as `"asked":true`.
+    pub asked: bool,
     /// The request was malformed and answered 400: logged with reason `bad_request`.
     pub malformed: bool,
     /// The request method (HTTP and WebSocket lines).
@@ -90,6 +92,7 @@ impl Line {
             rule: None,
             reason: None,
             would: None,
+            asked: false,
             malformed: false,
             method: None,
             scheme: None,
@@ -144,6 +147,7 @@ impl Line {
             kind,
             decision,
             would: self.would.map(|_| "deny"),
+            asked: self.asked.then_some(true),
             rule: self.rule,
             reason: self
                 .reason

@@ -40,6 +40,8 @@ struct DenyBody<'a> {
     rule: Option<&'a str>,
     message: String,
     hint: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    asked: bool,
 }
 
 #[derive(Serialize)]
@@ -57,6 +59,12 @@ impl Refused<'_> {
 
     /// The JSON 403 response of docs/contract.md §4.
     pub fn response(&self) -> Response<ProxyBody> {
+        self.response_asked(false)
+    }
+
+    /// The JSON 403 response, with `"asked":true` when ask mode asked about the request
+    /// and nobody allowed it.
+    pub fn response_asked(&self, asked: bool) -> Response<ProxyBody> {
         let Explanation { message, hint } = self.explanation();
         let body = DenyBody {
             error: "blocked_by_policy",
@@ -67,6 +75,7 @@ impl Refused<'_> {
             rule: self.rule,
             message,
             hint,
+            asked,
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         json_response(StatusCode::FORBIDDEN, json, true)

@@ -83,6 +83,7 @@ impl Proxy {
             mut limits,
             tunnel_refusal,
             mode,
+            asks,
         } = config;
         // The policy's `limits` section in force at start (a reload does not change them).
         limits.apply_policy(&policy.load().policy().limits);
@@ -151,6 +152,7 @@ impl Proxy {
             budget,
             tunnel_refusal,
             mode,
+            asks,
             next_conn: AtomicU64::new(1),
             shutdown: shutdown_rx,
             serve_http: |context, request| Box::pin(forward::serve(context, request)),
@@ -167,6 +169,11 @@ impl Proxy {
     /// at runtime (surrogates must stay the same).
     pub fn credentials(&self) -> &Arc<ArcSwap<Credentials>> {
         &self.shared.credentials
+    }
+
+    /// The asks of `--mode ask`, for the admin API.
+    pub fn asks(&self) -> &Arc<crate::ask::Asks> {
+        &self.shared.asks
     }
 
     /// Live figures (open connections, certificate cache size) that outlive `serve`.

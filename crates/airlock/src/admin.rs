@@ -1,10 +1,13 @@
 //! Wiring of the control plane into `airlock proxy`: the policy store (always, so that
 //! SIGHUP and file/git changes reload), the audit tap feeding the event hub, and the admin
-//! API when `--admin` is given.
+//! API when `--admin` is given; and into `airlock run`, whose admin API is always served
+//! on its own socket ([`serve_run`], [`crate::run_socket`]). Both answer the asks of
+//! `--mode ask`, `save` writing to the first `--policy` file.
 
 use std::sync::Arc;
 
 use airlock_audit::AuditLog;
+use airlock_control::pending::{AskRoutes, SaveTarget};
 use airlock_control::{Admin, Hub, Listen, PolicyStore};
 use airlock_proxy::Proxy;
 
@@ -52,10 +55,7 @@ pub async fn start(
     crate::policy_reload::watch(policy.clone(), store.clone())
         .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
     if let Some(listen) = admin_listen {
-        let hub = Arc::new(Hub::default());
-        let tap = hub.clone();
-        audit.tap_with(Arc::new(move |line| tap.observe(line)));
-        let admin = Arc::new(Admin::new(store.clone(), hub, proxy.gauges(), token));
+        let admin = build(policy, proxy, audit, store.clone(), token);
         let bound = admin.bind(listen).await.map_err(|e| e.to_string())?;
         let shown = match (&bound, listen) {
             (airlock_control::server::Bound::Tcp(listener), _) => listener
@@ -68,4 +68,66 @@ pub async fn start(
         tokio::spawn(admin.serve(bound));
     }
     Ok(())
+}
+
+/// The admin API's state: the event hub fed by the audit tap and by the asks, and the ask
+/// routes saving to the first `--policy` file.
+fn build(
+    policy: &PolicyArgs,
+    proxy: &Proxy,
+    audit: &AuditLog,
+    store: Arc<PolicyStore>,
+    token: Option<&str>,
+) -> Arc<Admin> {
+    let hub = Arc::new(Hub::default());
+    let tap = hub.clone();
+    audit.tap_with(Arc::new(move |line| tap.observe(line)));
+    let events = hub.clone();
+    proxy
+        .asks()
+        .on_event(Arc::new(move |line| events.announce(&line)));
+    let routes = AskRoutes::new(proxy.asks().clone(), save_target(policy));
+    Arc::new(Admin::new(store, hub, proxy.gauges(), token).with_asks(routes))
+}
+
+/// Where `save` answers write: the first `--policy`, if it is a native file.
+fn save_target(policy: &PolicyArgs) -> SaveTarget {
+    let Some(spec) = policy.selection.policies.first() else {
+        return SaveTarget::Unavailable(
+            "no --policy file to save the rule to (the rules come from --allow only): answer \
+             with scope \"run\" and add the rule to a policy file by hand"
+                .to_owned(),
+        );
+    };
+    if crate::git_source::parse(spec).is_some() {
+        return SaveTarget::Unavailable(format!(
+            "the first --policy ({spec}) is a git: source, which airlock does not edit"
+        ));
+    }
+    match crate::policy_args::split_format(spec) {
+        Ok((None, path)) => SaveTarget::File(path.into()),
+        Ok((Some(_), _)) => SaveTarget::Unavailable(format!(
+            "the first --policy ({spec}) is in a seed system's format, which airlock does not edit"
+        )),
+        Err(e) => SaveTarget::Unavailable(e),
+    }
+}
+
+/// Serves `airlock run`'s admin API on `run-PID.sock` in `dir` (mode 0600, no token: only
+/// this user can reach the directory); the socket goes when the returned guard drops.
+pub async fn serve_run(
+    policy: &PolicyArgs,
+    proxy: &Proxy,
+    audit: &AuditLog,
+    dir: &std::path::Path,
+) -> Result<crate::run_socket::SocketFile, String> {
+    let store = Arc::new(PolicyStore::new(proxy.policy().clone(), audit.clone()));
+    let admin = build(policy, proxy, audit, store, None);
+    let path = crate::run_socket::socket_path(dir, std::process::id());
+    let bound = admin
+        .bind(&Listen::Unix(path.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(admin.serve(bound));
+    Ok(crate::run_socket::SocketFile(path))
 }

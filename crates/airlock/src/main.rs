@@ -22,6 +22,7 @@ mod rotation;
 // Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
 #[allow(unsafe_code)]
 mod run_cmd;
+mod run_socket;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]

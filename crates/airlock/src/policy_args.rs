@@ -134,19 +134,88 @@ impl PolicyArgs {
     }
 }
 
-/// Parses `--mode`: `enforce` or `report` (`ask` is refused with a clear message).
+/// Parses `--mode`: `enforce`, `report` or `ask`.
 pub fn parse_mode(text: &str) -> Result<airlock_policy::mode::Mode, String> {
     text.parse()
         .map_err(|e: airlock_policy::mode::ModeError| e.to_string())
 }
 
-/// Says on stderr what report mode does (nothing in enforce mode).
+/// Parses `--mode` where nobody could answer an ask (`sandbox create`): `enforce` or
+/// `report`.
+pub fn parse_mode_without_ask(text: &str) -> Result<airlock_policy::mode::Mode, String> {
+    match parse_mode(text)? {
+        airlock_policy::mode::Mode::Ask => Err(
+            "`--mode ask` is not available here: use enforce or report (ask works with \
+             `airlock run` and `airlock proxy`)"
+                .to_owned(),
+        ),
+        mode => Ok(mode),
+    }
+}
+
+/// Parses `--ask-timeout`: seconds (`90`, `90s`), minutes (`2m`) or milliseconds
+/// (`500ms`); at least 1 ms, at most a day.
+pub fn parse_ask_timeout(text: &str) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let bad =
+        || format!("--ask-timeout {text:?}: use seconds (60, 60s), minutes (2m) or ms (500ms)");
+    let (number, unit) = match text {
+        t if t.ends_with("ms") => (&t[..t.len() - 2], 1),
+        t if t.ends_with('s') => (&t[..t.len() - 1], 1000),
+        t if t.ends_with('m') => (&t[..t.len() - 1], 60_000),
+        t => (t, 1000),
+    };
+    let millis = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(bad)?;
+    if millis == 0 || millis > 86_400_000 {
+        return Err(bad());
+    }
+    Ok(Duration::from_millis(millis))
+}
+
+/// The asks of `--mode ask`, each waiting at most `timeout`.
+pub fn asks(timeout: std::time::Duration) -> std::sync::Arc<airlock_proxy::ask::Asks> {
+    std::sync::Arc::new(airlock_proxy::ask::Asks::new(
+        timeout,
+        airlock_policy::ask::DEFAULT_CAPACITY,
+    ))
+}
+
+/// Says on stderr what report or ask mode does (nothing in enforce mode).
 pub fn announce_mode(mode: airlock_policy::mode::Mode) {
+    if mode == airlock_policy::mode::Mode::Ask {
+        eprintln!(
+            "airlock: ask mode: requests refused only for their host, method or path are held \
+             until answered through the admin API (GET /v1/pending, POST /v1/pending/ID) or \
+             refused after --ask-timeout; credentials, private addresses, deny rules, body \
+             guards and MCP rules are still enforced"
+        );
+    }
     if mode == airlock_policy::mode::Mode::Report {
         eprintln!(
             "airlock: report mode: requests refused only for their host, method or path are \
              let through and logged with \"would\":\"deny\"; credentials, private addresses, \
              deny rules, body guards and MCP rules are still enforced"
         );
+    }
+}
+
+#[cfg(test)]
+mod ask_timeout_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn ask_timeouts_parse() {
+        let parse = super::parse_ask_timeout;
+        assert_eq!(parse("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        for bad in ["", "0", "-1", "1h", "2 s", "99999999999999999999"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

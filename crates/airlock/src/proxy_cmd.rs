@@ -66,14 +66,24 @@ pub struct ProxyArgs {
     #[arg(long = "admin-token-file", value_name = "F", requires = "admin")]
     pub admin_token_file: Option<PathBuf>,
     /// `enforce` refuses what the policy refuses; `report` lets through what is refused
-    /// only for host, method or path and logs it with `"would":"deny"`.
-    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    /// only for host, method or path and logs it with `"would":"deny"`; `ask` holds such a
+    /// request until it is answered through the admin API (or --ask-timeout passes).
+    #[arg(long, value_name = "enforce|report|ask", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
     pub mode: airlock_policy::mode::Mode,
+    /// In ask mode, how long a held request waits for its answer (`60s`, `2m`, `500ms`)
+    /// before it is refused with `"asked":true`.
+    #[arg(long = "ask-timeout", value_name = "DURATION", default_value = "60s", value_parser = crate::policy_args::parse_ask_timeout)]
+    pub ask_timeout: std::time::Duration,
 }
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
 pub fn run(args: ProxyArgs) -> ExitCode {
     let (config, token) = match prepare(&args).and_then(|config| {
+        if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
+            return Err(vec![
+                "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
+            ]);
+        }
         let token =
             crate::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())?;
         Ok((config, token))
@@ -221,6 +231,7 @@ fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
     }
     let mut config = ProxyConfig::new(compiled, ca, credentials, audit);
     config.mode = args.mode;
+    config.asks = crate::policy_args::asks(args.ask_timeout);
     crate::policy_args::announce_mode(args.mode);
     config.resolve = resolve;
     config.upstream_cas = args.upstream_ca.clone();

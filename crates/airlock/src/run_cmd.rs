@@ -148,9 +148,14 @@ pub struct RunArgs {
     #[arg(long, short = 'v')]
     pub verbose: bool,
     /// `enforce` refuses what the policy refuses; `report` lets through what is refused
-    /// only for host, method or path and logs it with `"would":"deny"`.
-    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    /// only for host, method or path and logs it with `"would":"deny"`; `ask` holds such a
+    /// request until it is answered through the admin API (or --ask-timeout passes).
+    #[arg(long, value_name = "enforce|report|ask", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
     pub mode: airlock_policy::mode::Mode,
+    /// In ask mode, how long a held request waits for its answer (`60s`, `2m`, `500ms`)
+    /// before it is refused with `"asked":true`.
+    #[arg(long = "ask-timeout", value_name = "DURATION", default_value = "60s", value_parser = crate::policy_args::parse_ask_timeout)]
+    pub ask_timeout: std::time::Duration,
     /// The command and its arguments.
     #[arg(
         value_name = "CMD",
@@ -327,6 +332,8 @@ pub(crate) struct Session {
     /// The audit log and where it goes.
     pub(crate) audit: AuditLog,
     log: LogTarget,
+    /// The directory of the run's admin socket (hidden from the jail), or why there is none.
+    run_dir: Result<PathBuf, String>,
 }
 
 /// Where the audit log goes, and where this session's lines start in it.
@@ -391,7 +398,14 @@ impl Session {
             .map_err(|e| vec![format!("cannot write the CA bundle: {e}")])?;
 
         let env = command_env(&policy, &real_values, &surrogates, &bundle, mode);
-        let airlock_hidden = airlock_paths(args, &policy, &ca_dir, &log);
+        let mut airlock_hidden = airlock_paths(args, &policy, &ca_dir, &log);
+        let run_dir = crate::run_socket::ensure_runtime_dir();
+        if let Ok(dir) = &run_dir {
+            airlock_hidden.push(airlock_policy::filesystem::Entry {
+                path: dir.clone(),
+                why: "the admin sockets of airlock runs".to_owned(),
+            });
+        }
 
         let mut config = ProxyConfig::new(compiled, ca, credentials, audit.clone());
         config.resolve = resolve;
@@ -399,6 +413,7 @@ impl Session {
         config.tunnel_refusal = TunnelRefusal::InsideTls;
         config.limits.drain_timeout = DRAIN_TIMEOUT;
         config.mode = args.mode;
+        config.asks = crate::policy_args::asks(args.ask_timeout);
         crate::policy_args::announce_mode(args.mode);
         let session = Session {
             policy,
@@ -408,6 +423,7 @@ impl Session {
             airlock_hidden,
             audit,
             log,
+            run_dir,
         };
         Ok((session, config))
     }
@@ -733,6 +749,39 @@ pub(crate) async fn stop_signal(mut receiver: watch::Receiver<bool>) {
     let _ = receiver.wait_for(|stop| *stop).await;
 }
 
+/// Serves the run's admin API on its socket (docs/contract.md "Admin API"). Without it ask
+/// mode cannot be answered: then the run does not start (125); in other modes a warning.
+async fn serve_admin(
+    args: &RunArgs,
+    session: &Session,
+    proxy: &Proxy,
+) -> Result<Option<crate::run_socket::SocketFile>, i32> {
+    let served = match &session.run_dir {
+        Ok(dir) => crate::admin::serve_run(&args.policy, proxy, &session.audit, dir).await,
+        Err(e) => Err(e.clone()),
+    };
+    let ask = args.mode == airlock_policy::mode::Mode::Ask;
+    match served {
+        Ok(socket) => {
+            if ask || args.verbose {
+                eprintln!(
+                    "airlock: admin API listening on unix:{}",
+                    socket.0.display()
+                );
+            }
+            Ok(Some(socket))
+        }
+        Err(e) if ask => {
+            eprintln!("airlock: ask mode needs the run's admin API: {e}");
+            Err(i32::from(SETUP_FAILED))
+        }
+        Err(e) => {
+            eprintln!("airlock: warning: this run has no admin API: {e}");
+            Ok(None)
+        }
+    }
+}
+
 /// `--jail env`: the command runs directly, pointed at an explicit proxy.
 async fn run_env(
     args: &RunArgs,
@@ -754,6 +803,10 @@ async fn run_env(
     };
     crate::rotation::watch_proxy(&proxy);
     crate::panic_redaction::install(&proxy);
+    let _admin = match serve_admin(args, session, &proxy).await {
+        Ok(socket) => socket,
+        Err(status) => return status,
+    };
     let listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -908,6 +961,10 @@ async fn run_namespace(
     };
     crate::rotation::watch_proxy(&proxy);
     crate::panic_redaction::install(&proxy);
+    let _admin = match serve_admin(args, session, &proxy).await {
+        Ok(socket) => socket,
+        Err(status) => return status,
+    };
     let place = crate::fs_confine::Place::current();
     let fs = place.and_then(|place| {
         let plan = crate::fs_confine::plan(

@@ -85,7 +85,7 @@ pub struct CreateArgs {
     pids: Option<u64>,
     /// `enforce` refuses what the policy refuses; `report` lets through what is refused
     /// only for host, method or path and logs it with `"would":"deny"` (as for `run`).
-    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    #[arg(long, value_name = "enforce|report", default_value = "enforce", value_parser = crate::policy_args::parse_mode_without_ask)]
     mode: airlock_policy::mode::Mode,
     /// Rotate the sandbox's audit log before it grows beyond SIZE (`100M`, `1G`, bytes):
     /// audit.jsonl.1 ... audit.jsonl.5 keep the previous ones.

@@ -70,7 +70,7 @@ pub struct DaemonArgs {
     #[arg(long)]
     pids: Option<u64>,
     /// `enforce` or `report` (as for `airlock run`).
-    #[arg(long, default_value = "enforce", value_parser = crate::policy_args::parse_mode)]
+    #[arg(long, default_value = "enforce", value_parser = crate::policy_args::parse_mode_without_ask)]
     mode: airlock_policy::mode::Mode,
     /// Rotate the audit log beyond SIZE.
     #[arg(long = "audit-max-size", value_parser = airlock_audit::parse_size)]
@@ -162,6 +162,7 @@ impl Plan {
             jail: JailMode::Namespace,
             verbose: false,
             mode: args.mode,
+            ask_timeout: airlock_proxy::ask::DEFAULT_ASK_TIMEOUT,
             command: vec!["sandbox".into()],
         };
         let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;

@@ -11,7 +11,8 @@
 //!   suggestion pass the same traffic (and the suggestion passes `policy check`); both
 //!   with `airlock proxy` and with `airlock run` in its jail; `sandbox create --mode
 //!   report` logs would-deny lines too;
-//! - `policy suggest` on bad input names `FILE:LINE` and exits 1; `--mode ask` is refused.
+//! - `policy suggest` on bad input names `FILE:LINE` and exits 1; an unknown `--mode` is
+//!   refused (ask mode: tests/ask_mode.rs).
 
 #[path = "support/run.rs"]
 mod run;
@@ -404,21 +405,13 @@ fn suggest_names_the_file_and_line_of_bad_input() {
 }
 
 #[test]
-fn ask_mode_is_refused_with_a_clear_message() {
-    let output = airlock(&["proxy", "--mode", "ask", "--listen", "127.0.0.1:0"]);
+fn an_unknown_mode_is_refused_with_a_clear_message() {
+    let output = airlock(&["proxy", "--mode", "loud", "--listen", "127.0.0.1:0"]);
     assert_eq!(exit(&output), 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("not available yet"),
-        "{}",
-        output.stderr
-    );
-    let output = airlock(&["run", "--mode", "ask", "--", "true"]);
+    assert!(output.stderr.contains("`ask`"), "{}", output.stderr);
+    let output = airlock(&["run", "--mode", "loud", "--", "true"]);
     assert_eq!(exit(&output), 125, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("not available yet"),
-        "{}",
-        output.stderr
-    );
+    assert!(output.stderr.contains("unknown mode"), "{}", output.stderr);
 }
 
 /// `airlock run` flags reaching the loopback upstream as `allowed.test` and
