@@ -74,7 +74,6 @@ impl Drop for SocketFile {
 }
 
 /// The newest of `candidates` (socket path, modification time), if any.
-#[allow(dead_code)]
 fn newest(candidates: impl IntoIterator<Item = (PathBuf, SystemTime)>) -> Option<PathBuf> {
     candidates
         .into_iter()
@@ -83,8 +82,7 @@ fn newest(candidates: impl IntoIterator<Item = (PathBuf, SystemTime)>) -> Option
 }
 
 /// The admin socket of this user's most recent `airlock run` that still has one (for a
-/// client attaching without `--admin`; `airlock watch` is its first user, not yet built).
-#[allow(dead_code)]
+/// client attaching without `--admin`: `airlock watch`).
 pub fn newest_run() -> Option<PathBuf> {
     let dir = runtime_dir();
     owned_private_dir(&dir, nix::unistd::geteuid().as_raw()).ok()?;
