@@ -6,6 +6,10 @@ rest; then prints the answers by status and the proxy's peak RSS (VmHWM).
 
     bench/flood_limits.py [--bin target/release/airlock] [--limits '{buffer_memory: 64MiB}']
                           [--conns 400] [--body 921600] [--hold 5] [--heaptrack]
+                          [--sources N]
+
+--sources N spreads the connections over N loopback addresses (127.0.0.1, 127.0.0.2, ...),
+so that more than `connections_per_client` (512) can be open at once.
 
 Loopback only; the upstream (port 9) is never reached: refused or unreachable answers are
 fine, what is measured is what the proxy holds while the bodies arrive.
@@ -29,7 +33,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def client(port, body, hold, statuses, lock):
+def client(port, body, hold, statuses, lock, source="127.0.0.1"):
     head = (
         "POST http://flood.test:9/v1 HTTP/1.1\r\nHost: flood.test:9\r\n"
         "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % body
@@ -37,7 +41,8 @@ def client(port, body, hold, statuses, lock):
     payload = b"{" + b" " * (body - 2) + b"}"
     status = "error"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=60,
+                                      source_address=(source, 0)) as s:
             s.sendall(head + payload[: body // 2])
             time.sleep(hold)
             try:
@@ -60,6 +65,7 @@ def main():
     ap.add_argument("--body", type=int, default=900 * 1024)
     ap.add_argument("--hold", type=float, default=5)
     ap.add_argument("--heaptrack", action="store_true")
+    ap.add_argument("--sources", type=int, default=1)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="flood-")
     policy = os.path.join(work, "policy.yaml")
@@ -91,8 +97,9 @@ def main():
             if subprocess.run(["pgrep", "-P", str(proxy.pid)], capture_output=True).stdout \
             else proxy.pid
     statuses, lock = collections.Counter(), threading.Lock()
-    threads = [threading.Thread(target=client, args=(port, args.body, args.hold, statuses, lock))
-               for _ in range(args.conns)]
+    threads = [threading.Thread(target=client, args=(port, args.body, args.hold, statuses, lock,
+                                                     "127.0.0.%d" % (1 + i % args.sources)))
+               for i in range(args.conns)]
     started = time.time()
     for t in threads:
         t.start()

@@ -130,7 +130,8 @@ pub struct TunnelDecision {
     /// Allow or deny the tunnel.
     pub decision: Decision,
     /// Whether non-HTTP bytes may pass as raw TCP (some matching allow rule has no
-    /// methods, paths or regexes).
+    /// methods, paths or regexes, no matching allow rule has `json_deny` guards and no
+    /// `mcp` rule names the host).
     pub raw_tcp_allowed: bool,
     /// Whether the host is `tls_passthrough` (decided by the same policy snapshot, so that
     /// a policy swapped mid-connection cannot split the two answers).
@@ -658,13 +659,21 @@ impl CompiledPolicy {
         }
         let mut allowed: Option<usize> = None;
         let mut raw_tcp_allowed = false;
+        let mut inspected = false;
         self.allow_index.for_each(host, Embedded::Mapped, |index| {
             let rule = &self.allow[index];
             if rule.applies_to_port(port) {
                 allowed = lowest(allowed, index);
                 raw_tcp_allowed |= rule.is_destination_only();
+                inspected |= !self.policy.network.allow[index].json_deny.is_empty();
             }
         });
+        // Bodies a `json_deny` guard or an `mcp` rule must see never pass as raw TCP: a
+        // client that waited out the first-bytes timeout would otherwise get a raw relay
+        // and speak TLS to the upstream itself, past every guard.
+        self.mcp_index
+            .for_each(host, Embedded::Mapped, |_| inspected = true);
+        let raw_tcp_allowed = raw_tcp_allowed && !inspected;
         match allowed {
             Some(index) => TunnelDecision {
                 decision: Decision::allow(self.policy.network.allow[index].id.clone()),

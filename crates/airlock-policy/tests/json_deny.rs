@@ -174,3 +174,30 @@ fn every_matching_guarded_allow_rule_applies() {
     assert!(ids(&request("GET", "api.openai.com", "/v2/x")).is_empty());
     assert!(ids(&request("POST", "other.com", "/v1/x")).is_empty());
 }
+
+/// A tunnel to a host whose bodies are inspected (a `json_deny` guard on a matching allow
+/// rule, or an `mcp` rule) never passes as raw TCP, even when a destination-only rule
+/// allows the host: a raw relay would let the client speak TLS to the upstream itself.
+#[test]
+fn inspected_hosts_never_pass_raw_tcp() {
+    let policy = load_str(
+        "p.yaml",
+        "version: 1\nnetwork:\n  allow:\n    - host: guarded.example\n      json_deny:\n        - path: /stream\n    - host: \"*.openai.com\"\n    - host: api.openai.com\n      ports: [443]\n      json_deny:\n        - path: /a\n    - host: mcp.example\n    - host: plain.example\nmcp:\n  - host: mcp.example\n    path: /mcp\n    tools:\n      deny: [run_command]\n",
+    )
+    .unwrap();
+    let compiled = CompiledPolicy::compile(&policy).unwrap();
+    let raw = |host: &str, port: u16| {
+        let tunnel = compiled.decide_tunnel(&canonical_host(host).unwrap(), port);
+        assert!(tunnel.decision.is_allow(), "{host}:{port} allowed");
+        tunnel.raw_tcp_allowed
+    };
+    assert!(!raw("guarded.example", 443), "a guarded rule alone");
+    assert!(
+        !raw("api.openai.com", 443),
+        "a guarded rule beside a broad one"
+    );
+    assert!(raw("api.openai.com", 80), "the guard is on port 443 only");
+    assert!(raw("chat.openai.com", 443), "no guard for this host");
+    assert!(!raw("mcp.example", 443), "an mcp rule names the host");
+    assert!(raw("plain.example", 443));
+}

@@ -400,3 +400,82 @@ fn a_bad_limits_value_fails_policy_check_with_its_place() {
         output.stderr
     );
 }
+
+/// A client that says nothing for longer than the first-bytes timeout (2 s) after its
+/// CONNECT, then starts TLS, is still intercepted on a guarded host: the guard sees its
+/// body (403) rather than the tunnel becoming a raw relay to the upstream, over which the
+/// client would speak TLS to the upstream itself, past `json_deny` (found by the soak
+/// suite's slow TLS hellos, bench/soak).
+#[test]
+fn a_late_client_hello_on_a_guarded_host_is_still_inspected() {
+    let pki = TestPki::new();
+    let server = FixtureServer::body_echo(&pki);
+    let proxy = start(&pki, server.port, "{}");
+    let target = format!("allowed.test:{}", server.port);
+    let outcome: Result<Vec<u8>, String> = runtime().block_on(async {
+        let mut stream = connect(&proxy).await;
+        let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        stream
+            .write_all(connect.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
+            stream
+                .read_exact(&mut byte)
+                .await
+                .map_err(|e| e.to_string())?;
+            head.push(byte[0]);
+        }
+        if status_of(&head) != 200 {
+            return Err(format!("CONNECT: {}", String::from_utf8_lossy(&head)));
+        }
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
+        let name = ServerName::try_from("allowed.test".to_string()).map_err(|e| e.to_string())?;
+        let mut tls = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio_rustls::TlsConnector::from(config).connect(name, stream),
+        )
+        .await
+        .map_err(|_| "TLS handshake timed out".to_string())?
+        .map_err(|e| format!("TLS handshake (not intercepted?): {e}"))?;
+        let body = r#"{"tools":[{"type":"web_search"}]}"#;
+        let request = format!(
+            "POST /v1/responses HTTP/1.1\r\nHost: {target}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(request.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut response = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut response))
+            .await
+            .map_err(|_| "no answer within 10 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(response)
+    });
+    let response = outcome.expect("late ClientHello exchange");
+    assert_eq!(
+        status_of(&response),
+        403,
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+    assert!(
+        String::from_utf8_lossy(&response).contains("denied_by_rule"),
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+    proxy.audit_line_where("no raw tcp relay to the guarded host", |line| {
+        line["kind"] == "http" && line["decision"] == "deny" && line["reason"] == "denied_by_rule"
+    });
+    assert!(
+        !proxy
+            .audit_log_text()
+            .contains("\"kind\":\"tcp\",\"decision\":\"allow\""),
+        "a raw relay was opened: {}",
+        proxy.audit_log_text()
+    );
+}
