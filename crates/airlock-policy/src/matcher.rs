@@ -637,6 +637,15 @@ impl CompiledPolicy {
             .collect()
     }
 
+    /// Whether an `mcp` rule names `host`: its requests' bodies must be inspected, so a
+    /// tunnel to it never passes as raw TCP, however it came to be allowed.
+    pub fn has_mcp_rule(&self, host: &Host) -> bool {
+        let mut found = false;
+        self.mcp_index
+            .for_each(host, Embedded::Mapped, |_| found = true);
+        found
+    }
+
     /// Decide a tunnel (CONNECT, SNI, raw TCP) to `host:port` before any request is seen.
     pub fn decide_tunnel(&self, host: &Host, port: u16) -> TunnelDecision {
         let mut denied: Option<usize> = None;
@@ -671,9 +680,7 @@ impl CompiledPolicy {
         // Bodies a `json_deny` guard or an `mcp` rule must see never pass as raw TCP: a
         // client that waited out the first-bytes timeout would otherwise get a raw relay
         // and speak TLS to the upstream itself, past every guard.
-        self.mcp_index
-            .for_each(host, Embedded::Mapped, |_| inspected = true);
-        let raw_tcp_allowed = raw_tcp_allowed && !inspected;
+        let raw_tcp_allowed = raw_tcp_allowed && !inspected && !self.has_mcp_rule(host);
         match allowed {
             Some(index) => TunnelDecision {
                 decision: Decision::allow(self.policy.network.allow[index].id.clone()),

@@ -200,4 +200,8 @@ fn inspected_hosts_never_pass_raw_tcp() {
     assert!(raw("chat.openai.com", 443), "no guard for this host");
     assert!(!raw("mcp.example", 443), "an mcp rule names the host");
     assert!(raw("plain.example", 443));
+    // What an ask answered for an unlisted host may open is checked the same way.
+    let names_mcp = |host: &str| compiled.has_mcp_rule(&canonical_host(host).unwrap());
+    assert!(names_mcp("mcp.example") && names_mcp("MCP.Example."));
+    assert!(!names_mcp("plain.example") && !names_mcp("unlisted.example"));
 }

@@ -42,7 +42,9 @@ pub(crate) async fn handle(
             match shared.asks.hold(key, reason).await {
                 Asked::Allowed { rule, .. } => {
                     tunnel.decision = Decision::allow(rule);
-                    tunnel.raw_tcp_allowed = true;
+                    // Raw TCP too, as the suggested `HOST:PORT` rule allows; never where
+                    // an `mcp` rule must see the bodies (a late ClientHello would pass).
+                    tunnel.raw_tcp_allowed = !shared.policy.load().has_mcp_rule(&host);
                 }
                 Asked::Refused => asked = true,
             }

@@ -716,3 +716,69 @@ fn a_run_serves_its_admin_api_outside_the_jail_only() {
     assert_eq!(for_a[1]["rule"], "ask.run", "{lines:?}");
     assert!(for_a[1].get("asked").is_none(), "{lines:?}");
 }
+
+/// A CONNECT allowed by an ask to a host an `mcp` rule names stays an intercepted tunnel:
+/// a client that waits out the first-bytes timeout before its ClientHello (which turns a
+/// tunnel that may carry raw TCP into a raw relay) still meets airlock's certificate, so
+/// the MCP rule sees its calls.
+#[test]
+fn an_asked_connect_to_an_mcp_host_never_becomes_a_raw_relay() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let port = upstream.port();
+    let dir = tempfile::tempdir().expect("dir");
+    let mcp_policy = dir.path().join("mcp.yaml");
+    let mcp = "version: 1\nmcp:\n  - host: mcp.test\n    path: /mcp\n    tools:\n      deny: [run_command]\n";
+    std::fs::write(&mcp_policy, mcp).expect("policy");
+    let mcp_policy = mcp_policy.display().to_string();
+    let extra = ["--policy", &mcp_policy, "--resolve", "mcp.test:127.0.0.1"];
+    let (proxy, socket) = ask_proxy(&pki, port, &extra);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let handshake: Result<(), String> = std::thread::scope(|scope| {
+        let answering = scope.spawn(|| {
+            let pending = wait_pending(&socket, 1);
+            assert_eq!(pending[0]["host"], "mcp.test", "{pending:?}");
+            assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
+        });
+        let result = runtime.block_on(async {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", proxy.port()))
+                .await
+                .map_err(|e| e.to_string())?;
+            let target = format!("mcp.test:{port}");
+            let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+            stream
+                .write_all(connect.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
+                stream
+                    .read_exact(&mut byte)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                head.push(byte[0]);
+            }
+            if !head.starts_with(b"HTTP/1.1 200") {
+                return Err(format!("CONNECT: {}", String::from_utf8_lossy(&head)));
+            }
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
+            let name = rustls::pki_types::ServerName::try_from("mcp.test".to_owned())
+                .map_err(|e| e.to_string())?;
+            let connecting = tokio_rustls::TlsConnector::from(config).connect(name, stream);
+            tokio::time::timeout(Duration::from_secs(10), connecting)
+                .await
+                .map_err(|_| "TLS handshake timed out".to_owned())?
+                .map_err(|e| format!("TLS handshake (not intercepted?): {e}"))?;
+            Ok(())
+        });
+        answering.join().expect("answering thread");
+        result
+    });
+    handshake.expect("the tunnel is intercepted by airlock");
+}
