@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+pub use airlock_policy::ask::Scope;
 use serde::Deserialize;
 
 /// The most decisions kept (older ones scroll away).
@@ -137,28 +138,6 @@ pub struct Ask {
     /// When it was first held.
     #[serde(default)]
     pub since: Option<serde_json::Value>,
-}
-
-/// How long an answer holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// This request only.
-    Once,
-    /// Every such request until the run ends.
-    Run,
-    /// Appended to the policy file.
-    Save,
-}
-
-impl Scope {
-    /// The API's name for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Once => "once",
-            Scope::Run => "run",
-            Scope::Save => "save",
-        }
-    }
 }
 
 /// A key the view reacts to (the terminal loop maps real key events to these).
