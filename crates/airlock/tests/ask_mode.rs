@@ -723,7 +723,6 @@ fn a_run_serves_its_admin_api_outside_the_jail_only() {
 /// the MCP rule sees its calls.
 #[test]
 fn an_asked_connect_to_an_mcp_host_never_becomes_a_raw_relay() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
@@ -745,27 +744,8 @@ fn an_asked_connect_to_an_mcp_host_never_becomes_a_raw_relay() {
             assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
         });
         let result = runtime.block_on(async {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", proxy.port()))
-                .await
-                .map_err(|e| e.to_string())?;
             let target = format!("mcp.test:{port}");
-            let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
-            stream
-                .write_all(connect.as_bytes())
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
-                stream
-                    .read_exact(&mut byte)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                head.push(byte[0]);
-            }
-            if !head.starts_with(b"HTTP/1.1 200") {
-                return Err(format!("CONNECT: {}", String::from_utf8_lossy(&head)));
-            }
+            let stream = support::raw::open_tunnel(proxy.port(), &target).await?;
             tokio::time::sleep(Duration::from_millis(2500)).await;
             let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
             let name = rustls::pki_types::ServerName::try_from("mcp.test".to_owned())

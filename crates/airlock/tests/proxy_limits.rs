@@ -296,23 +296,7 @@ fn an_idle_h2_connection_gets_goaway() {
     let proxy = start(&pki, server.port, "{idle_timeout: 1s}");
     let target = format!("allowed.test:{}", server.port);
     let outcome: Result<(u16, Duration), String> = runtime().block_on(async {
-        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
-            .await
-            .map_err(|e| e.to_string())?;
-        let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
-        stream
-            .write_all(connect.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
-            stream
-                .read_exact(&mut byte)
-                .await
-                .map_err(|e| e.to_string())?;
-            head.push(byte[0]);
-        }
+        let stream = raw::open_tunnel(proxy.port(), &target).await?;
         let config = pki.client_config_trusting_proxy(&[b"h2"]);
         let name = ServerName::try_from("allowed.test".to_string()).map_err(|e| e.to_string())?;
         let tls = tokio_rustls::TlsConnector::from(config)
@@ -413,24 +397,7 @@ fn a_late_client_hello_on_a_guarded_host_is_still_inspected() {
     let proxy = start(&pki, server.port, "{}");
     let target = format!("allowed.test:{}", server.port);
     let outcome: Result<Vec<u8>, String> = runtime().block_on(async {
-        let mut stream = connect(&proxy).await;
-        let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
-        stream
-            .write_all(connect.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
-            stream
-                .read_exact(&mut byte)
-                .await
-                .map_err(|e| e.to_string())?;
-            head.push(byte[0]);
-        }
-        if status_of(&head) != 200 {
-            return Err(format!("CONNECT: {}", String::from_utf8_lossy(&head)));
-        }
+        let stream = raw::open_tunnel(proxy.port(), &target).await?;
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
         let name = ServerName::try_from("allowed.test".to_string()).map_err(|e| e.to_string())?;

@@ -226,6 +226,14 @@ fn plain_with_close_wait(proxy_port: u16, request: &[u8], close_wait: Duration) 
     })
 }
 
+/// Sends `CONNECT target` (15 s at most); on 200 returns the stream positioned after the
+/// answer's head, for a test to speak in the tunnel itself; otherwise the answer as text.
+pub async fn open_tunnel(proxy_port: u16, target: &str) -> Result<TcpStream, String> {
+    connect(proxy_port, target, Instant::now() + EXCHANGE_TIMEOUT)
+        .await
+        .map_err(|answer| format!("CONNECT: {}", String::from_utf8_lossy(&answer.raw)))
+}
+
 /// Sends `CONNECT target`; on 200 returns the stream positioned after the answer's head,
 /// otherwise the refusal.
 async fn connect(
