@@ -316,12 +316,27 @@ fn the_log_rotates_at_its_maximum_size() {
         name.push(format!(".{n}"));
         std::path::PathBuf::from(name)
     };
+    // The writer thread may still be rotating when the answers are in: wait until every
+    // file exists and none changed over 200 ms.
+    let files: Vec<_> = std::iter::once(log.clone())
+        .chain((1..=5).map(numbered))
+        .collect();
+    let sizes = || -> Option<Vec<u64>> {
+        files
+            .iter()
+            .map(|f| std::fs::metadata(f).ok().map(|m| m.len()))
+            .collect()
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !numbered(5).exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+    loop {
+        let before = sizes();
+        std::thread::sleep(Duration::from_millis(200));
+        if (before.is_some() && before == sizes()) || std::time::Instant::now() > deadline {
+            break;
+        }
     }
-    for file in std::iter::once(log.clone()).chain((1..=5).map(numbered)) {
-        let text = std::fs::read_to_string(&file).expect("a log file");
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a log file");
         assert!(
             text.len() <= 2048,
             "{}: {} bytes",
