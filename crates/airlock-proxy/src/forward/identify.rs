@@ -1,0 +1,141 @@
+//! The first two steps of the request path: *screen* (the audit log works, a `CONNECT`
+//! goes to its own handler, a head with both framings is malformed) and *identify* (the
+//! destination from the connection's origin, the request target and `Host`, and the one
+//! [`CanonicalRequest`] every later step decides on).
+
+use std::sync::Arc;
+
+use airlock_policy::{CanonicalRequest, Decision, Reason};
+use http::uri::PathAndQuery;
+use http::{Method, Request, header};
+use hyper::body::Incoming;
+
+use super::answer::{self, Answered, Seen};
+use crate::connect;
+use crate::context::ConnContext;
+use crate::identity::{self, Destination, IdentityError, Origin};
+use crate::malformed::malformed;
+use crate::refusal;
+
+/// What *identify* found out about a request.
+pub(super) struct Identified {
+    pub(super) destination: Destination,
+    pub(super) canonical: CanonicalRequest,
+    /// The origin-form target as the client sent it.
+    pub(super) path_and_query: String,
+}
+
+/// Lets through a request the later steps can take; answers the rest here.
+pub(super) async fn screen(
+    context: &Arc<ConnContext>,
+    request: Request<Incoming>,
+) -> Result<Request<Incoming>, Answered> {
+    if !context.shared.audit_ok() {
+        return Err(refusal::audit_unavailable());
+    }
+    if request.method() == Method::CONNECT {
+        return Err(match context.origin {
+            Origin::Direct => connect::handle(context, request).await,
+            Origin::Tunnel { .. } => malformed(
+                context,
+                &request,
+                "CONNECT inside a tunnel is not supported",
+            ),
+        });
+    }
+    if request.headers().contains_key(header::TRANSFER_ENCODING)
+        && context
+            .head_tap
+            .as_ref()
+            .is_some_and(|tap| tap.declared_length(request.method(), request.uri()))
+    {
+        return Err(malformed(
+            context,
+            &request,
+            "the request has both Content-Length and Transfer-Encoding",
+        ));
+    }
+    Ok(request)
+}
+
+/// Names the request's destination and canonicalises it; a malformed target or a `Host`
+/// that contradicts the tunnel is answered here.
+pub(super) async fn identify(
+    context: &ConnContext,
+    request: Request<Incoming>,
+) -> Result<(Request<Incoming>, Identified), Answered> {
+    let found = identity::destination(&context.origin, request.uri(), request.headers());
+    let destination = match found {
+        Ok(destination) => destination,
+        Err(IdentityError::Malformed(message)) => {
+            return Err(malformed(context, &request, message));
+        }
+        Err(IdentityError::Mismatch { host }) => {
+            let seen = mismatched(&context.origin, &request, host);
+            let response =
+                answer::refuse(context, Decision::deny(Reason::HostMismatch, None), seen);
+            return Err(answer::after_draining(request.into_body(), response).await);
+        }
+    };
+    let path_and_query = request
+        .uri()
+        .path_and_query()
+        .map_or("/", PathAndQuery::as_str)
+        .to_owned();
+    let canonical = CanonicalRequest::new(
+        request.method().as_str(),
+        destination.host.clone(),
+        destination.port,
+        &path_and_query,
+    );
+    let identified = Identified {
+        destination,
+        canonical,
+        path_and_query,
+    };
+    Ok((request, identified))
+}
+
+/// The request whose `Host` names `host`, not the tunnel's destination, as refused.
+fn mismatched<B>(origin: &Origin, request: &Request<B>, host: String) -> Seen {
+    let port = match origin {
+        Origin::Tunnel { port, .. } => *port,
+        Origin::Direct => request.uri().port_u16().unwrap_or(80),
+    };
+    Seen {
+        method: request.method().as_str().to_owned(),
+        scheme: None,
+        host,
+        port,
+        path: request.uri().path().to_owned(),
+        query: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_policy::Host;
+
+    use super::*;
+
+    #[test]
+    fn a_mismatched_host_is_shown_at_the_tunnel_port_or_the_targets() {
+        let request = Request::post("http://elsewhere.example:8080/a/b?secret=1")
+            .body(())
+            .unwrap();
+        let tunnel = Origin::Tunnel {
+            host: Host::Name("api.example.com".into()),
+            port: 8443,
+            sni: None,
+            tls: true,
+        };
+        let seen = mismatched(&tunnel, &request, "elsewhere.example".into());
+        assert_eq!((seen.host.as_str(), seen.port), ("elsewhere.example", 8443));
+        assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/a/b"));
+        assert_eq!((seen.scheme, seen.query), (None, None), "no query is shown");
+        let direct = mismatched(&Origin::Direct, &request, "x".into());
+        assert_eq!(direct.port, 8080);
+        let plain = Request::get("/").body(()).unwrap();
+        assert_eq!(mismatched(&Origin::Direct, &plain, "x".into()).port, 80);
+    }
+}

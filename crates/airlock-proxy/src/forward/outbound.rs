@@ -1,0 +1,256 @@
+//! The *outbound* step: the upstream request assembled from what the earlier steps
+//! decided. The target becomes `scheme://host[:port]` of the canonical destination,
+//! hop-by-hop and `Proxy-*` headers go, a checked WebSocket gets its message room from
+//! the budget and is offered no extension, and a body the outbound guard or a body swap
+//! must see is decoded and wrapped by its streaming inspectors. The request's audit line
+//! becomes the [`Exchange`] that is written when the response ends.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use airlock_credentials::{BodySwap, GuardStream};
+use airlock_encoding::Limits;
+use airlock_policy::model::Rule;
+use airlock_policy::{Decision, Reason};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Uri, Version};
+use http_body::Body as _;
+use http_body_util::Either;
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
+
+use super::answer::{self, Answered};
+use crate::body::{UploadBody, content_decoder};
+use crate::budget::{Held, Overloaded};
+use crate::context::ConnContext;
+use crate::identity::Destination;
+use crate::record::{BodyReport, Exchange, Line};
+use crate::refusal;
+use crate::websocket;
+
+/// What the earlier steps decided the upstream request carries.
+pub(super) struct Plan<'a> {
+    pub(super) destination: &'a Destination,
+    /// The origin-form target, credentials swapped.
+    pub(super) path_and_query: &'a str,
+    /// The client's side of the upgrade the request asks for.
+    pub(super) on_client_upgrade: Option<OnUpgrade>,
+    /// The outbound guard's search of the body (of the messages, for an upgrade).
+    pub(super) guard: Option<GuardStream>,
+    pub(super) body_swap: Option<BodySwap>,
+    /// The `json_deny` rules that apply (to the messages, for an upgrade).
+    pub(super) body_guards: &'a [&'a Rule],
+}
+
+/// The upstream request, ready to send.
+pub(super) struct Outbound {
+    pub(super) request: Request<UploadBody>,
+    /// The request's audit record, written when the response ends.
+    pub(super) exchange: Exchange,
+    /// What the body's inspectors found, when they run.
+    pub(super) body_report: Option<Arc<BodyReport>>,
+    /// The upgrade asked for, relayed if the upstream switches protocols.
+    pub(super) upgrade: Option<Upgrade>,
+}
+
+/// An upgrade's relay: the client's side and the checks on its messages.
+pub(super) struct Upgrade {
+    pub(super) on_client: OnUpgrade,
+    /// Messages are checked (so no extension may be negotiated).
+    pub(super) checked: bool,
+    pub(super) message_guards: Vec<Rule>,
+    pub(super) message_guard: Option<GuardStream>,
+    pub(super) message_room: Option<Held>,
+}
+
+/// Assembles the upstream request from `parts` and `body` per `plan`; `line` is the
+/// allowed request's audit line. A target that cannot be forwarded is a 400, no room for
+/// a checked WebSocket a 503, a body coding that cannot be undone a 403.
+pub(super) async fn assemble(
+    context: &ConnContext,
+    plan: Plan<'_>,
+    (mut parts, body): (Parts, Either<Incoming, Bytes>),
+    line: Line,
+    started: Instant,
+) -> Result<Outbound, Answered> {
+    let Some(uri) = upstream_uri(plan.destination, plan.path_and_query) else {
+        return Err(unforwardable(context, line));
+    };
+    let sent = Arc::new(AtomicU64::new(0));
+    parts.uri = uri;
+    parts.version = Version::HTTP_11;
+    let upgrade = plan.on_client_upgrade.is_some();
+    strip_hop_by_hop(&mut parts.headers, upgrade);
+    // A WebSocket's client messages go through the outbound guard instead of its body.
+    let (guard, message_guard) = if upgrade {
+        (None, plan.guard)
+    } else {
+        (plan.guard, None)
+    };
+    let upgrade = match plan.on_client_upgrade {
+        Some(on_client) => {
+            let relay = prepare_upgrade(on_client, message_guard, plan.body_guards);
+            match relay.reserve(context, &mut parts.headers).await {
+                Ok(relay) => Some(relay),
+                Err(Overloaded) => {
+                    let decision = Decision::deny(Reason::Overloaded, line.rule.clone());
+                    return Err(answer::refuse_line(context, decision, line));
+                }
+            }
+        }
+        None => None,
+    };
+    parts.headers.remove(header::HOST);
+    let upload = match body {
+        Either::Left(streamed) => UploadBody::new(streamed, sent.clone()),
+        Either::Right(buffered) => UploadBody::buffered(buffered, sent.clone()),
+    };
+    if plan
+        .body_swap
+        .as_ref()
+        .is_some_and(BodySwap::may_change_length)
+    {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    let guard = guard.filter(|_| !upload.is_end_stream());
+    let inspected = guard.is_some() || plan.body_swap.is_some();
+    let wants_decoding = inspected && !upload.is_end_stream();
+    let Ok(decoder) = content_decoder(&mut parts.headers, wants_decoding, Limits::default()) else {
+        let decision = Decision::deny(Reason::BodyUninspectable, line.rule.clone());
+        return Err(answer::refuse_line(context, decision, line));
+    };
+    let (upload, body_report) = if inspected {
+        let (upload, report) = upload.inspecting(decoder, guard, plan.body_swap);
+        (upload, Some(report))
+    } else {
+        (upload, None)
+    };
+    let mut exchange = Exchange::new(context.shared.audit.clone(), started, line, Some(sent));
+    if let Some(report) = &body_report {
+        exchange.follow_body(report.clone());
+    }
+    Ok(Outbound {
+        request: Request::from_parts(parts, upload),
+        exchange,
+        body_report,
+        upgrade,
+    })
+}
+
+/// An upgrade's relay before its message room is reserved.
+fn prepare_upgrade(
+    on_client: OnUpgrade,
+    message_guard: Option<GuardStream>,
+    body_guards: &[&Rule],
+) -> Upgrade {
+    Upgrade {
+        on_client,
+        checked: message_guard.is_some() || !body_guards.is_empty(),
+        message_guards: body_guards.iter().map(|rule| (*rule).clone()).collect(),
+        message_guard,
+        message_room: None,
+    }
+}
+
+impl Upgrade {
+    /// A checked upgrade's messages must arrive uncompressed to be checked, so no
+    /// extension is offered, and room for one message is taken from the budget.
+    async fn reserve(
+        mut self,
+        context: &ConnContext,
+        headers: &mut HeaderMap,
+    ) -> Result<Self, Overloaded> {
+        if self.checked {
+            headers.remove(websocket::EXTENSIONS);
+            self.message_room = Some(websocket::reserve(&context.shared.budget).await?);
+        }
+        Ok(self)
+    }
+}
+
+/// The 400 of an allowed request whose target cannot be forwarded, audited as malformed.
+fn unforwardable(context: &ConnContext, mut line: Line) -> Answered {
+    let response = refusal::bad_request("the request target cannot be forwarded");
+    line.allowed = false;
+    line.rule = None;
+    line.malformed = true;
+    line.status = Some(response.status().as_u16());
+    line.write(&context.shared.audit);
+    response
+}
+
+/// `scheme://host[:port]path?query` with the canonical host.
+fn upstream_uri(destination: &Destination, path_and_query: &str) -> Option<Uri> {
+    let default_port = if destination.scheme == "https" {
+        443
+    } else {
+        80
+    };
+    let authority = if destination.port == default_port {
+        destination.host.to_string()
+    } else {
+        format!("{}:{}", destination.host, destination.port)
+    };
+    let scheme = if destination.scheme == "https" {
+        Scheme::HTTPS
+    } else {
+        Scheme::HTTP
+    };
+    Uri::builder()
+        .scheme(scheme)
+        .authority(Authority::try_from(authority).ok()?)
+        .path_and_query(PathAndQuery::try_from(path_and_query).ok()?)
+        .build()
+        .ok()
+}
+
+/// Headers that describe one hop only, never forwarded (RFC 9110 §7.6.1), plus every
+/// `Proxy-*` header. An upgrade keeps `Connection: upgrade` and `Upgrade`.
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|token| HeaderName::try_from(token.trim()).ok())
+        .filter(|name| !(upgrade && *name == header::UPGRADE))
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        HeaderName::from_static("keep-alive"),
+    ] {
+        if !(upgrade && (name == header::CONNECTION || name == header::UPGRADE)) {
+            headers.remove(name);
+        }
+    }
+    // `TE: trailers` is end-to-end meaningful (gRPC); any other TE is hop-by-hop.
+    if headers
+        .get(header::TE)
+        .is_some_and(|te| !te.as_bytes().eq_ignore_ascii_case(b"trailers"))
+    {
+        headers.remove(header::TE);
+    }
+    let proxy_headers: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy_headers {
+        headers.remove(name);
+    }
+    if upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! The *forward* step and the way back: the upstream request goes out through the pooling
+//! client (HTTP/1 only for an upgrade), and its response comes back through the response
+//! inspectors: an upgrade is relayed (its messages checked), an MCP response filtered, and
+//! every response from a secret's host scrubbed of real values, head and body. A body the
+//! inspectors tripped on, or an upstream the address guard refused, is a refusal; any
+//! other failure of the upstream a 502. Either way the exchange's audit line is written.
+
+use std::error::Error as StdError;
+
+use airlock_encoding::Limits;
+use airlock_policy::{Decision, Reason};
+use http::header;
+use http::{Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::answer::Answered;
+use super::outbound::{self, Outbound, Upgrade};
+use crate::body::{ProxyBody, content_decoder};
+use crate::context::ConnContext;
+use crate::mcp::{self, McpGuard};
+use crate::record::{Exchange, Trip};
+use crate::refusal;
+use crate::scrub::scrub_head;
+use crate::upstream::DialError;
+use crate::websocket;
+
+/// How far a response from a secret's host is decoded to be scrubbed: its size is the
+/// upstream's business (it streams), but one coded byte may not become more than any
+/// real coding yields (deflate's best is 1032:1).
+const RESPONSE_DECODING: Limits = Limits {
+    max_output: u64::MAX,
+    max_ratio: 1100,
+    ratio_floor: 1024 * 1024,
+};
+
+/// How the response is inspected on its way back.
+pub(super) struct Inspectors {
+    /// The destination is a secret's host: scrub the head and the body.
+    pub(super) scrub: bool,
+    /// The MCP call's guard, which filters the response.
+    pub(super) mcp_guard: Option<Box<McpGuard>>,
+}
+
+/// Sends `outbound` and answers with its (inspected) response.
+pub(super) async fn forward(
+    context: &ConnContext,
+    outbound: Outbound,
+    inspectors: Inspectors,
+) -> Answered {
+    let Outbound {
+        request,
+        mut exchange,
+        body_report,
+        upgrade,
+    } = outbound;
+    let shared = &context.shared;
+    let client = if upgrade.is_some() {
+        &shared.http1_client
+    } else {
+        &shared.client
+    };
+    let response = match client.request(request).await {
+        Ok(response) => response,
+        Err(_) if body_report.as_ref().is_some_and(|report| report.tripped()) => {
+            let cause = body_report.as_ref().and_then(|report| report.cause());
+            let reason = cause
+                .as_ref()
+                .map_or(Reason::SecretOutOfScope, Trip::reason);
+            exchange.note_credential(cause.as_ref().and_then(Trip::finding));
+            return refusal::refuse_exchange(&mut exchange, Decision::deny(reason, None));
+        }
+        Err(error) => return upstream_failed(exchange, &error),
+    };
+    exchange.set_status(response.status().as_u16());
+    if let Some(upgrade) = upgrade
+        && response.status() == StatusCode::SWITCHING_PROTOCOLS
+    {
+        return relay_upgrade(context, upgrade, response, exchange, inspectors.scrub);
+    }
+    respond(context, response, exchange, inspectors).await
+}
+
+/// Relays a switched upgrade in the background and answers with the upstream's 101.
+fn relay_upgrade(
+    context: &ConnContext,
+    upgrade: Upgrade,
+    mut response: Response<Incoming>,
+    mut exchange: Exchange,
+    scrub: bool,
+) -> Answered {
+    if upgrade.checked && websocket::negotiated_extension(response.headers()) {
+        exchange.set_status(502);
+        return refusal::bad_gateway(
+            "the upstream accepted the WebSocket with an extension airlock did not offer; \
+             its messages could not be checked against the body guards, so it is not \
+             relayed",
+        );
+    }
+    let on_upstream = hyper::upgrade::on(&mut response);
+    websocket::relay_upgraded(
+        context,
+        exchange,
+        (upgrade.on_client, on_upstream),
+        upgrade.message_guards,
+        upgrade.message_guard,
+        upgrade.message_room,
+    );
+    let (mut parts, _) = response.into_parts();
+    if scrub {
+        scrub_head(&context.shared.credentials.load().scrubber(), &mut parts);
+    }
+    Response::from_parts(parts, ProxyBody::empty())
+}
+
+/// The response of a request that was not upgraded, through its inspectors.
+async fn respond(
+    context: &ConnContext,
+    response: Response<Incoming>,
+    exchange: Exchange,
+    inspectors: Inspectors,
+) -> Answered {
+    // Every head from a secret's host is scrubbed: header values and the reason phrase.
+    // 1xx heads never reach this point: hyper's client reads past them (docs/secrets.md).
+    let scrubber = inspectors
+        .scrub
+        .then(|| context.shared.credentials.load().scrubber());
+    let (mut parts, body) = response.into_parts();
+    outbound::strip_hop_by_hop(&mut parts.headers, false);
+    if let Some(scrubber) = &scrubber {
+        scrub_head(scrubber, &mut parts);
+    }
+    let (mut parts, body, mut exchange) = match inspectors.mcp_guard {
+        None => (parts, body, exchange),
+        Some(guard) => {
+            let scrub = inspectors.scrub;
+            match mcp::filter_response(context, guard, parts, body, exchange, scrub).await {
+                Ok(response) => return response,
+                Err(untouched) => untouched,
+            }
+        }
+    };
+    let Some(scrubber) = scrubber else {
+        return Response::from_parts(parts, ProxyBody::upstream(body, exchange));
+    };
+    // Asked for identity and got a coded body anyway: it is decoded to be scrubbed and
+    // passed on decoded; a coding airlock cannot undo is not passed on.
+    let Ok(decoder) = content_decoder(&mut parts.headers, true, RESPONSE_DECODING) else {
+        exchange.set_status(502);
+        return refusal::bad_gateway(
+            "the upstream sent a response from a secret's host in a content coding airlock \
+             cannot decode; it cannot be scrubbed of the real credential, so it is not \
+             passed on",
+        );
+    };
+    if !scrubber.preserves_length() {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    Response::from_parts(
+        parts,
+        ProxyBody::scrubbed(body, exchange, decoder, scrubber.stream()),
+    )
+}
+
+/// The answer when the upstream could not be used: 403 if the address guard refused it,
+/// 502 otherwise. Either way the exchange's audit line is written.
+fn upstream_failed(
+    mut exchange: Exchange,
+    error: &hyper_util::client::legacy::Error,
+) -> Response<ProxyBody> {
+    match find_dial_error(error) {
+        Some(DialError::Denied(decision)) => {
+            let response = refusal::refuse_exchange(&mut exchange, decision.clone());
+            drop(exchange);
+            response
+        }
+        Some(dial) => {
+            let message = dial.to_string();
+            exchange.set_status(502);
+            refusal::bad_gateway(&message)
+        }
+        None => {
+            exchange.set_status(502);
+            let message = match error.source() {
+                Some(source) => format!("the upstream failed: {source}"),
+                None => format!("the upstream failed: {error}"),
+            };
+            refusal::bad_gateway(&message)
+        }
+    }
+}
+
+fn find_dial_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a DialError> {
+    let mut current = Some(error);
+    for _ in 0..16 {
+        let error = current?;
+        if let Some(dial) = error.downcast_ref::<DialError>() {
+            return Some(dial);
+        }
+        current = error.source();
+    }
+    None
+}
