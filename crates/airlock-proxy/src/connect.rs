@@ -77,8 +77,7 @@ fn refuse_connect(
     }
     .response_asked(asked);
     let mut line = Line::new(LineKind::Http, host, port, context.id);
-    line.rule = decision.rule;
-    line.reason = Some(reason);
+    line.refuse(decision.rule, reason);
     line.method = Some("CONNECT".to_owned());
     line.asked = asked;
     line.status = Some(response.status().as_u16());

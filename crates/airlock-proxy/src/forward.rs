@@ -160,9 +160,7 @@ fn allowed_line(
     secrets: Vec<String>,
     logged: &[&'static str],
 ) -> Line {
-    line.allowed = true;
-    line.rule = decision.rule;
-    line.would = would;
+    line.allow(decision.rule, would);
     line.secrets = secrets;
     line.credential = logged.first().copied();
     if line.credential.is_some() {

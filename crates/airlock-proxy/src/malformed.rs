@@ -54,8 +54,7 @@ fn log_malformed<B>(
         (Origin::Direct, None) => (String::new(), 0),
     };
     let mut line = Line::new(LineKind::Http, host, port, context.id);
-    line.malformed = true;
     line.method = method.map(str::to_owned);
-    line.status = Some(status);
+    line.refuse_malformed(status);
     line.write(&context.shared.audit);
 }

@@ -114,6 +114,40 @@ impl Line {
         }
     }
 
+    /// The line of a connection closed without a byte relayed: `tcp`, refused for
+    /// `reason`.
+    pub fn tcp_refused(host: String, port: u16, conn: u64, reason: Reason) -> Self {
+        let mut line = Line::new(LineKind::Tcp, host, port, conn);
+        line.reason = Some(reason);
+        line
+    }
+
+    /// Marks the line a refusal for `reason` by `rule` (if a rule decided it). Nothing
+    /// passed: no `would`, no secrets.
+    pub fn refuse(&mut self, rule: Option<String>, reason: Reason) {
+        self.allowed = false;
+        self.would = None;
+        self.secrets.clear();
+        self.rule = rule;
+        self.reason = Some(reason);
+    }
+
+    /// Marks the line allowed by `rule`; `would` is the refusal report mode set aside.
+    pub fn allow(&mut self, rule: Option<String>, would: Option<Reason>) {
+        self.allowed = true;
+        self.rule = rule;
+        self.would = would;
+    }
+
+    /// Marks the line a malformed request answered `status` (written with reason
+    /// `bad_request`): nothing decided it, nothing passed.
+    pub fn refuse_malformed(&mut self, status: u16) {
+        self.allowed = false;
+        self.rule = None;
+        self.malformed = true;
+        self.status = Some(status);
+    }
+
     /// Writes the line of a long-lived connection that just opened: `"phase":"open"`, without
     /// bytes or duration. The line itself, written at the end, then says `"phase":"close"`.
     pub fn write_open(&mut self, audit: &AuditLog) {
@@ -264,13 +298,9 @@ impl Exchange {
     /// Turns the exchange into a refusal (the address guard or a tripped body refused what
     /// was allowed) and returns its line, for [`crate::refusal::refuse_exchange`].
     pub fn deny(&mut self, decision: Decision) -> &Line {
-        let line = &mut self.line;
-        line.allowed = false;
-        line.would = None;
-        line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
-        line.rule = decision.rule;
-        line.secrets.clear();
-        line
+        let reason = decision.reason.unwrap_or(Reason::PrivateAddress);
+        self.line.refuse(decision.rule, reason);
+        &self.line
     }
 }
 
@@ -288,10 +318,8 @@ impl Drop for Exchange {
             // The upstream answered before the body was refused: the request still did
             // not get through whole, and the line says why.
             let cause = report.cause().unwrap_or(Trip::Surrogate);
-            line.allowed = false;
-            line.would = None;
-            line.secrets.clear();
-            line.reason = Some(cause.reason());
+            let rule = line.rule.take();
+            line.refuse(rule, cause.reason());
             line.form = cause.finding().and_then(|f| f.form.as_audit());
             line.credential = cause.finding().and_then(|f| f.kind);
         }
@@ -395,5 +423,40 @@ impl BodyReport {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_nothing_of_what_was_let_through() {
+        let mut line = Line::new(LineKind::Http, "a.example".into(), 443, 1);
+        line.allow(
+            Some("network.allow[0]".into()),
+            Some(Reason::PathNotAllowed),
+        );
+        line.secrets.push("KEY".into());
+        assert!(line.allowed);
+        line.refuse(None, Reason::SecretOutOfScope);
+        assert!(!line.allowed && line.would.is_none() && line.secrets.is_empty());
+        assert_eq!(line.reason, Some(Reason::SecretOutOfScope));
+        assert_eq!(line.rule, None);
+    }
+
+    #[test]
+    fn a_malformed_request_is_decided_by_no_rule() {
+        let mut line = Line::new(LineKind::Http, "a.example".into(), 80, 1);
+        line.allow(Some("network.allow[0]".into()), None);
+        line.refuse_malformed(400);
+        assert!(!line.allowed && line.malformed && line.rule.is_none());
+        assert_eq!(line.status, Some(400));
+        let tcp = Line::tcp_refused("10.0.0.1".into(), 0, 0, Reason::Overloaded);
+        assert_eq!(
+            (tcp.kind, tcp.reason),
+            (LineKind::Tcp, Some(Reason::Overloaded))
+        );
+        assert!(!tcp.allowed);
     }
 }

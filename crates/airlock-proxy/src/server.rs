@@ -28,7 +28,7 @@ use crate::head_clock::HeadClock;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
 use crate::idle::{self, Activity};
-use crate::record::{Line, LineKind};
+use crate::record::Line;
 use crate::transparent::{self, Capture, NameLookup};
 use crate::upstream::{Upstream, UpstreamSetupError};
 
@@ -286,8 +286,7 @@ impl Proxy {
         };
         let Some(client) = self.per_client.admit(peer.ip()) else {
             tracing::warn!("connections_per_client reached: closing a connection from {peer}");
-            let mut line = Line::new(LineKind::Tcp, peer.ip().to_string(), 0, 0);
-            line.reason = Some(Reason::Overloaded);
+            let line = Line::tcp_refused(peer.ip().to_string(), 0, 0, Reason::Overloaded);
             line.write(&self.shared.audit);
             return None;
         };

@@ -29,7 +29,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::context::ConnContext;
-use crate::record::{Line, LineKind};
+use crate::record::Line;
 use crate::tunnel;
 use crate::wire::{Sniffed, request_host};
 
@@ -78,13 +78,9 @@ pub(crate) async fn serve(
             match named_host(&mut stream, &mut buffer, timeout).await {
                 Some(host) => host,
                 None => {
-                    let mut line = Line::new(
-                        LineKind::Tcp,
-                        local.ip().to_string(),
-                        local.port(),
-                        context.id,
-                    );
-                    line.reason = Some(Reason::HostMismatch);
+                    let host = local.ip().to_string();
+                    let reason = Reason::HostMismatch;
+                    let line = Line::tcp_refused(host, local.port(), context.id, reason);
                     line.write(&context.shared.audit);
                     return;
                 }

@@ -157,8 +157,7 @@ async fn tls(
             return refuse_raw(&context, &host, port, &tunnel);
         }
         if !matches!(&sni, Some(Ok(name)) if *name == host) {
-            let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
-            line.reason = Some(Reason::HostMismatch);
+            let line = Line::tcp_refused(host.to_string(), port, context.id, Reason::HostMismatch);
             line.write(&shared.audit);
             return;
         }
@@ -168,8 +167,7 @@ async fn tls(
         Some(Ok(name)) => Some(name),
         // An SNI that is no host name cannot be matched to anything: refuse the tunnel.
         Some(Err(())) => {
-            let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
-            line.reason = Some(Reason::HostMismatch);
+            let line = Line::tcp_refused(host.to_string(), port, context.id, Reason::HostMismatch);
             line.write(&shared.audit);
             return;
         }
@@ -254,20 +252,17 @@ async fn raw(
     }
     let started = std::time::Instant::now();
     let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
-    line.rule = tunnel.decision.rule.clone();
-    line.would = tunnel.would;
+    line.allow(tunnel.decision.rule.clone(), tunnel.would);
     let mut upstream = match shared.upstream.connect_tcp(&host, port).await {
         Ok(upstream) => upstream,
         Err(DialError::Denied(decision)) => {
-            line.would = None;
-            line.rule = decision.rule;
-            line.reason = Some(decision.reason.unwrap_or(Reason::PrivateAddress));
+            let reason = decision.reason.unwrap_or(Reason::PrivateAddress);
+            line.refuse(decision.rule, reason);
             line.write(&shared.audit);
             return;
         }
         Err(e) => {
             tracing::debug!("tunnel to {host}:{port}: {e}");
-            line.allowed = true;
             line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);
             line.write(&shared.audit);
             return;
@@ -276,7 +271,6 @@ async fn raw(
     if !prefix.is_empty() && upstream.write_all(&prefix).await.is_err() {
         return;
     }
-    line.allowed = true;
     line.write_open(&shared.audit);
     let relayed = relay(stream, upstream, shared.limits.relay_idle_timeout).await;
     line.bytes_up = relayed.up + prefix.len() as u64;
@@ -293,8 +287,8 @@ fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDeci
     } else {
         tunnel.decision.clone()
     };
-    let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
-    line.reason = Some(decision.reason.unwrap_or(Reason::HostNotAllowed));
+    let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
+    let mut line = Line::tcp_refused(host.to_string(), port, context.id, reason);
     line.rule = decision.rule;
     line.write(&context.shared.audit);
 }

@@ -88,11 +88,7 @@ fn write_refusal(
     mut line: Line,
     response: Answered,
 ) -> Answered {
-    line.allowed = false;
-    line.would = None;
-    line.secrets.clear();
-    line.rule = decision.rule;
-    line.reason = Some(reason);
+    line.refuse(decision.rule, reason);
     line.status = Some(response.status().as_u16());
     line.write(&context.shared.audit);
     response

@@ -175,10 +175,7 @@ impl Upgrade {
 /// The 400 of an allowed request whose target cannot be forwarded, audited as malformed.
 fn unforwardable(context: &ConnContext, mut line: Line) -> Answered {
     let response = refusal::bad_request("the request target cannot be forwarded");
-    line.allowed = false;
-    line.rule = None;
-    line.malformed = true;
-    line.status = Some(response.status().as_u16());
+    line.refuse_malformed(response.status().as_u16());
     line.write(&context.shared.audit);
     response
 }
