@@ -159,8 +159,7 @@ pub fn remove(groups: &[PathBuf]) {
                 .lines()
                 .filter_map(|line| line.trim().parse::<i32>().ok())
             {
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                crate::signal::send(pid, nix::sys::signal::Signal::SIGKILL);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::{ExecRequest, SandboxError};
@@ -394,8 +395,8 @@ fn wait_for(
         if !killed && (timed_out || cancelled.load(Ordering::SeqCst)) {
             killed = true;
             kill_tagged(exec_id);
-            // SAFETY: `pid` is our unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // `pid` is our unreaped child: the number cannot have been reused.
+            crate::signal::send(pid, Signal::SIGKILL);
         }
         std::thread::sleep(POLL);
     }
@@ -422,8 +423,7 @@ pub(crate) fn kill_tagged(exec_id: &str) {
             .split(|byte| *byte == 0)
             .any(|variable| variable == needle.as_bytes())
         {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            crate::signal::send(pid, Signal::SIGKILL);
         }
     }
 }

@@ -52,6 +52,7 @@ mod local;
 mod name;
 #[cfg(target_os = "linux")]
 pub mod reap;
+mod signal;
 pub mod state;
 pub mod workspace;
 

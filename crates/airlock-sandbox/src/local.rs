@@ -83,8 +83,8 @@ impl Provider for LocalProvider {
             // The jail dies with its daemon (parent-death signal); make sure of it.
             if let Some(Confinement::Local { jail, cgroups, .. }) = state.map(|s| &s.confinement) {
                 if jail.is_alive() {
-                    // SAFETY: kill has no memory-safety preconditions; identity checked.
-                    unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+                    // Identity checked by `is_alive`.
+                    crate::signal::send(jail.pid, nix::sys::signal::Signal::SIGKILL);
                 }
                 crate::cgroup::remove(cgroups);
             }

@@ -32,8 +32,8 @@ pub fn reap(sandboxes: &Sandboxes, scan: Scan) -> Vec<String> {
         let cleaned = match &state.confinement {
             Confinement::Local { jail, cgroups, .. } => {
                 if jail.is_alive() {
-                    // SAFETY: kill has no memory-safety preconditions; identity checked.
-                    unsafe { libc::kill(jail.pid, libc::SIGKILL) };
+                    // Identity checked by `is_alive`.
+                    crate::signal::send(jail.pid, nix::sys::signal::Signal::SIGKILL);
                 }
                 crate::cgroup::remove(cgroups);
                 true
