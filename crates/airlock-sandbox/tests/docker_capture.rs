@@ -148,23 +148,59 @@ fn a_containers_traffic_lands_on_the_captured_listeners() {
         .into_udp_socket()
         .expect("udp");
 
+    assert_only_lo(&docker, &id);
+    assert_https_is_captured(&docker, &id, &https);
+    assert_dns_is_captured(&docker, &id, &dns);
+    assert_workspace_copy_and_exec(&docker, &id, workspace.path());
+
+    let labelled = docker.list_labelled(TEST_LABEL).expect("list");
+    let summary = labelled
+        .iter()
+        .find(|summary| summary.id == id)
+        .expect("listed");
+    assert_eq!(summary.name, name);
+    assert!(summary.running);
+    assert_eq!(
+        summary.labels.get("airlock.sandbox").map(String::as_str),
+        Some(name.as_str())
+    );
+
+    drop(container);
+    assert!(!docker.is_running(&id).expect("is_running"));
+    docker.remove(&id).expect("removing twice is fine");
+    assert!(docker.init_pid(&id).is_err());
+    assert!(
+        !docker
+            .list_labelled(TEST_LABEL)
+            .expect("list")
+            .iter()
+            .any(|summary| summary.id == id)
+    );
+}
+
+/// The container has only `lo`, and every address is local on it.
+fn assert_only_lo(docker: &Docker, id: &ContainerId) {
     // Only lo, and every address local on it.
-    let links = exec_sh(&docker, &id, "ip -o link");
+    let links = exec_sh(docker, id, "ip -o link");
     let links = String::from_utf8_lossy(&links.stdout).into_owned();
     assert_eq!(links.lines().count(), 1, "{links}");
     assert!(links.starts_with("1: lo:"), "{links}");
-    let routes = exec_sh(&docker, &id, "ip route show table local");
+    let routes = exec_sh(docker, id, "ip route show table local");
     assert!(
         String::from_utf8_lossy(&routes.stdout).contains("local default dev lo"),
         "{routes:?}"
     );
+}
 
+/// HTTPS to an address on no network is accepted by the captured listener, with the
+/// address curl dialled.
+fn assert_https_is_captured(docker: &Docker, id: &ContainerId, https: &std::net::TcpListener) {
     // HTTPS to an address on no network: accepted by our listener.
     https.set_nonblocking(true).expect("nonblocking");
     let curl = spawn_output(
         docker
             .exec_command(
-                &id,
+                id,
                 "/",
                 &[],
                 &["curl", "-sk", "--max-time", "20", "https://203.0.113.9/"].map(String::from),
@@ -192,12 +228,16 @@ fn a_containers_traffic_lands_on_the_captured_listeners() {
         !curl.status.success(),
         "curl cannot have completed TLS: {curl:?}"
     );
+}
 
+/// DNS to an outside resolver address arrives here, with the resolver's address, and is
+/// answered from the pool.
+fn assert_dns_is_captured(docker: &Docker, id: &ContainerId, dns: &std::net::UdpSocket) {
     // DNS to an outside resolver address: answered here from the pool.
     let nslookup = spawn_output(
         docker
             .exec_command(
-                &id,
+                id,
                 "/",
                 &[],
                 &["nslookup", "example.com", "198.51.100.2"].map(String::from),
@@ -219,12 +259,15 @@ fn a_containers_traffic_lands_on_the_captured_listeners() {
         String::from_utf8_lossy(&looked_up.stdout).contains(&pool_address),
         "{looked_up:?}"
     );
+}
 
+/// The workspace mount, `docker cp`, and the exec environment and directory.
+fn assert_workspace_copy_and_exec(docker: &Docker, id: &ContainerId, workspace: &std::path::Path) {
     // The workspace, docker cp, and the exec environment and directory.
-    let copied = workspace.path().join("copied.txt");
+    let copied = workspace.join("copied.txt");
     std::fs::write(&copied, "copied in\n").expect("write");
     docker
-        .copy_into(&id, &copied, "/tmp/copied.txt")
+        .copy_into(id, &copied, "/tmp/copied.txt")
         .expect("copy_into");
     let env = [("AIRLOCK_PROBE".to_owned(), "surrogate-1".to_owned())];
     let argv = [
@@ -235,36 +278,12 @@ fn a_containers_traffic_lands_on_the_captured_listeners() {
     .map(String::from);
     let shown = output_bounded(
         docker
-            .exec_command(&id, WORKSPACE_MOUNT, &env, &argv)
+            .exec_command(id, WORKSPACE_MOUNT, &env, &argv)
             .expect("exec"),
     );
     assert_eq!(
         String::from_utf8_lossy(&shown.stdout),
         "/workspace\nsurrogate-1\nfrom the host\ncopied in\n"
-    );
-
-    let labelled = docker.list_labelled(TEST_LABEL).expect("list");
-    let summary = labelled
-        .iter()
-        .find(|summary| summary.id == id)
-        .expect("listed");
-    assert_eq!(summary.name, name);
-    assert!(summary.running);
-    assert_eq!(
-        summary.labels.get("airlock.sandbox").map(String::as_str),
-        Some(name.as_str())
-    );
-
-    drop(container);
-    assert!(!docker.is_running(&id).expect("is_running"));
-    docker.remove(&id).expect("removing twice is fine");
-    assert!(docker.init_pid(&id).is_err());
-    assert!(
-        !docker
-            .list_labelled(TEST_LABEL)
-            .expect("list")
-            .iter()
-            .any(|summary| summary.id == id)
     );
 }
 

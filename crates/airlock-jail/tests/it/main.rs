@@ -1,0 +1,7 @@
+//! The integration tests of this crate, one module per former test binary (one
+//! binary links the dependencies once). Run a part with a name filter, for example
+//! `cargo test -p airlock-jail --test it -- capture::`.
+
+mod capture;
+mod jail;
+mod support;

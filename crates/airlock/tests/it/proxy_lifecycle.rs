@@ -1,0 +1,39 @@
+//! Process life of `airlock proxy`: SIGTERM ends it promptly with status 0, idle or after
+//! serving.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{CurlRequest, ProxyBuilder, TestPki, Upstream, curl};
+
+const PROMPT: Duration = Duration::from_secs(5);
+
+#[test]
+fn sigterm_while_idle_exits_zero_promptly() {
+    let pki = TestPki::new();
+    let mut proxy = ProxyBuilder::new(&pki).allow("localhost:443").start();
+    assert!(proxy.is_running());
+    let started = Instant::now();
+    let status = proxy
+        .terminate(PROMPT)
+        .unwrap_or_else(|| panic!("still running {PROMPT:?} after SIGTERM"));
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+    eprintln!("exited {:?} after SIGTERM", started.elapsed());
+}
+
+#[test]
+fn sigterm_after_serving_exits_zero_promptly() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let mut proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("localhost:{}", upstream.port()))
+        .resolve_loopback("localhost")
+        .start();
+    let url = format!("https://localhost:{}/echo/x", upstream.port());
+    let response = curl(&proxy, &pki, &CurlRequest::get(&url));
+    assert_eq!(response.status, 200, "{response:?}");
+    proxy.audit(1);
+    let status = proxy
+        .terminate(PROMPT)
+        .unwrap_or_else(|| panic!("still running {PROMPT:?} after SIGTERM"));
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}
