@@ -38,7 +38,6 @@ use crate::record::Line;
 use crate::websocket;
 
 /// Serves one request arriving on `context`'s connection.
-#[allow(clippy::too_many_lines)] // split on main in parallel; remove on merge
 pub(crate) async fn serve(
     context: Arc<ConnContext>,
     request: Request<Incoming>,
