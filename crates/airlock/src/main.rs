@@ -3,33 +3,22 @@
 //! Exit statuses follow docs/contract.md §2: usage errors are 2 (clap's own), `policy
 //! check` returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
 
-mod admin;
 mod ca_cmd;
-mod fs_confine;
-mod gateway;
-#[cfg(target_os = "linux")]
-mod git_source;
-mod host_sockets;
 mod mcp_cmd;
 mod mcp_relay;
-mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
-mod policy_reload;
 mod policy_suggest;
 mod proxy_cmd;
-mod rotation;
 // Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
 #[allow(unsafe_code)]
 mod run_cmd;
-mod run_socket;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]
 // Unsafe allowed in this module only: one dup2, under its SAFETY comment.
 #[allow(unsafe_code)]
 mod sandbox_daemon;
-mod secret_sources;
 mod watch_cmd;
 
 use std::process::ExitCode;

@@ -13,7 +13,9 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::run_cmd::{self, Relay, RunArgs, SETUP_FAILED, Session};
+use airlock_session::Session;
+
+use crate::run_cmd::{self, Relay, RunArgs, SETUP_FAILED};
 
 /// Flags of `airlock mcp`: every flag of `airlock run`, plus `--name`.
 #[derive(clap::Args)]

@@ -38,12 +38,12 @@ pub fn run(args: WatchArgs) -> ExitCode {
 fn try_run(args: WatchArgs) -> Result<(), String> {
     let admin = match args.admin {
         Some(admin) => admin,
-        None => Listen::Unix(crate::run_socket::newest_run().ok_or(
+        None => Listen::Unix(airlock_session::run_socket::newest_run().ok_or(
             "no running `airlock run` of this user was found: start one, or give \
              --admin unix:PATH or ADDR (a proxy's admin API)",
         )?),
     };
-    let token = crate::admin::read_token(Some(&admin), args.admin_token_file.as_deref())
+    let token = airlock_session::admin::read_token(Some(&admin), args.admin_token_file.as_deref())
         .map_err(|errors| errors.join("; "))?;
     if !args.json && !std::io::stdout().is_terminal() {
         return Err("standard output is not a terminal: use --json for a stream of lines".into());
