@@ -1,7 +1,7 @@
 //! `airlock proxy`: runs the intercepting proxy as a daemon until SIGTERM or SIGINT.
 //!
 //! Reads and validates everything first (policy, secrets, CA, audit destination, upstream
-//! trust) and refuses to start on any error (exit 1, each error on stderr); once bound it
+//! trust) and refuses to start on any error ([`ProxyError`]: exit 1, each error on stderr); once bound it
 //! prints exactly `airlock: proxy listening on ADDR` on stderr. On SIGTERM/SIGINT it stops
 //! accepting, drains in-flight requests (bounded), flushes the audit log and exits 0.
 
@@ -13,6 +13,8 @@ use airlock_audit::AuditLog;
 use airlock_proxy::Proxy;
 use airlock_session::Upstream;
 use airlock_session::standalone::{self, StandaloneConfig};
+
+use crate::error::ProxyError;
 
 use crate::policy_args::PolicyArgs;
 
@@ -74,91 +76,63 @@ pub struct ProxyArgs {
     pub ask_timeout: std::time::Duration,
 }
 
-/// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
-pub fn run(args: ProxyArgs) -> ExitCode {
-    let (config, token) = match standalone::prepare(&args.standalone_config()).and_then(|config| {
-        if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
-            return Err(vec![
-                "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
-            ]);
-        }
-        let token = airlock_session::admin::read_token(
-            args.admin.as_ref(),
-            args.admin_token_file.as_deref(),
-        )?;
-        Ok((config, token))
-    }) {
-        Ok(prepared) => prepared,
-        Err(errors) => {
-            for error in errors {
-                eprintln!("airlock: {error}");
-            }
-            return ExitCode::from(1);
-        }
-    };
+/// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, `Err` (1) if it cannot
+/// start.
+pub fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
+    let config = standalone::prepare(&args.standalone_config()).map_err(ProxyError::Setup)?;
+    if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
+        return Err(ProxyError::Setup(vec![
+            "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
+        ]));
+    }
+    let token =
+        airlock_session::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())
+            .map_err(ProxyError::Setup)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("airlock: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
+        .map_err(ProxyError::Runtime)?;
+    runtime.block_on(serve(args, config, token))
+}
+
+/// Starts the proxy, its admin API and reloads, and serves until SIGTERM/SIGINT.
+async fn serve(
+    args: ProxyArgs,
+    config: airlock_proxy::ProxyConfig,
+    token: Option<String>,
+) -> Result<ExitCode, ProxyError> {
     let listen = args.listen;
     let audit = config.audit.clone();
-    runtime.block_on(async move {
-        let proxy = match Proxy::new(config) {
-            Ok(proxy) => proxy,
-            Err(e) => {
-                eprintln!("airlock: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        match airlock_session::admin::start(
-            args.admin.as_ref(),
-            &args.policy.sources(),
-            &proxy,
-            &audit,
-            token.as_deref(),
-        )
+    let proxy = Proxy::new(config)?;
+    airlock_session::admin::start(
+        args.admin.as_ref(),
+        &args.policy.sources(),
+        &proxy,
+        &audit,
+        token.as_deref(),
+    )
+    .await
+    .map_err(ProxyError::Admin)?;
+    airlock_session::rotation::watch_proxy(&proxy);
+    airlock_session::panic_redaction::install(&proxy);
+    // Installed before anything is announced: a SIGTERM sent as soon as the
+    // "listening" line appears must stop the proxy cleanly, not kill it.
+    let signals = shutdown_signal().map_err(ProxyError::Signals)?;
+    if !args.transparent.is_empty() {
+        return run_gateway(&args, proxy, audit, signals).await;
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        {
-            Ok(()) => {}
-            Err(e) => {
-                eprintln!("airlock: {e}");
-                return ExitCode::from(1);
-            }
-        }
-        airlock_session::rotation::watch_proxy(&proxy);
-        airlock_session::panic_redaction::install(&proxy);
-        // Installed before anything is announced: a SIGTERM sent as soon as the
-        // "listening" line appears must stop the proxy cleanly, not kill it.
-        let signals = match shutdown_signal() {
-            Ok(signals) => signals,
-            Err(e) => {
-                eprintln!("airlock: cannot install signal handlers: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        if !args.transparent.is_empty() {
-            return run_gateway(&args, proxy, audit, signals).await;
-        }
-        let listener = match tokio::net::TcpListener::bind(listen).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                eprintln!("airlock: cannot listen on {listen}: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let bound = listener.local_addr().unwrap_or(listen);
-        eprintln!("airlock: proxy listening on {bound}");
-        proxy.serve(listener, signals).await;
-        ExitCode::SUCCESS
-    })
+        .map_err(|source| ProxyError::Listen {
+            addr: listen,
+            source,
+        })?;
+    let bound = listener.local_addr().unwrap_or(listen);
+    eprintln!("airlock: proxy listening on {bound}");
+    proxy.serve(listener, signals).await;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Gateway mode: binds every `--transparent`/`--dns` address, then serves until
@@ -168,18 +142,13 @@ async fn run_gateway(
     proxy: Proxy,
     audit: AuditLog,
     signals: impl std::future::Future<Output = ()> + Send + 'static,
-) -> ExitCode {
-    let sockets =
-        match airlock_session::gateway::GatewaySockets::bind(&args.transparent, &args.dns).await {
-            Ok(sockets) => sockets,
-            Err(e) => {
-                eprintln!("airlock: {e}");
-                return ExitCode::from(1);
-            }
-        };
+) -> Result<ExitCode, ProxyError> {
+    let sockets = airlock_session::gateway::GatewaySockets::bind(&args.transparent, &args.dns)
+        .await
+        .map_err(ProxyError::Gateway)?;
     sockets.announce();
     sockets.serve(proxy, audit, signals).await;
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 impl ProxyArgs {

@@ -50,10 +50,8 @@ use airlock_session::serve::{DRAIN_TIMEOUT, Signals, stop_signal};
 use airlock_session::{Session, SessionConfig, Upstream};
 use tokio::sync::watch;
 
+use crate::error::{RunError, SETUP_FAILED};
 use crate::policy_args::PolicyArgs;
-
-/// The exit status for every failure of airlock itself (the command was not started).
-pub(crate) const SETUP_FAILED: u8 = 125;
 
 /// How the command is confined.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,40 +130,16 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Turns a command-line parse error into the process exit: for `airlock run` (and `mcp`) every usage
-/// error is a failure of airlock itself (125, docs/contract.md §2); `--help`/`--version` and the
-/// other subcommands keep clap's own statuses.
-pub fn exit_on_parse_error(error: clap::Error) -> ! {
-    use clap::error::ErrorKind;
-    let is_run = std::env::args_os()
-        .skip(1)
-        .find(|arg| !arg.to_string_lossy().starts_with('-'))
-        .is_some_and(|arg| arg == "run" || arg == "mcp");
-    let informational = matches!(
-        error.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    );
-    if is_run && !informational {
-        let _ = error.print();
-        std::process::exit(i32::from(SETUP_FAILED));
-    }
-    error.exit()
-}
-
-/// Runs `airlock run` and returns the exit status.
-pub fn run(args: RunArgs) -> ExitCode {
+/// Runs `airlock run` and returns the command's exit status.
+pub fn run(args: RunArgs) -> Result<ExitCode, RunError> {
     run_with(args, None)
 }
 
 /// Runs a session as `airlock run` does; with a `relay`, the command's standard input and
 /// output are pipes handed to it instead of airlock's own (`airlock mcp`).
-pub(crate) fn run_with(args: RunArgs, relay: Option<Box<dyn Relay>>) -> ExitCode {
-    on_runtime(async {
-        let status = run_session(args, relay).await;
-        ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED))
-    })
+pub(crate) fn run_with(args: RunArgs, relay: Option<Box<dyn Relay>>) -> Result<ExitCode, RunError> {
+    let status = on_runtime(run_session(args, relay)).map_err(RunError::Runtime)??;
+    Ok(ExitCode::from(u8::try_from(status).unwrap_or(SETUP_FAILED)))
 }
 
 /// Takes over the command's standard input and output (`airlock mcp`).
@@ -191,14 +165,16 @@ struct Relaying {
 
 impl Relaying {
     /// Makes the pipes and starts `relay` (nothing when there is none).
-    fn start(relay: Option<Box<dyn Relay>>, session: &Session) -> Result<Option<Self>, String> {
+    fn start(relay: Option<Box<dyn Relay>>, session: &Session) -> Result<Option<Self>, RunError> {
         let Some(relay) = relay else {
             return Ok(None);
         };
         let pipes = std::io::pipe().and_then(|stdin| Ok((stdin, std::io::pipe()?)));
-        let ((stdin, to_command), (from_command, stdout)) =
-            pipes.map_err(|e| format!("cannot create the command's pipes: {e}"))?;
-        let task = relay.start(session, to_command.into(), from_command.into())?;
+        let ((stdin, to_command), (from_command, stdout)) = pipes
+            .map_err(|e| RunError::Relay(format!("cannot create the command's pipes: {e}")))?;
+        let task = relay
+            .start(session, to_command.into(), from_command.into())
+            .map_err(RunError::Relay)?;
         Ok(Some(Relaying {
             stdin: stdin.into(),
             stdout: stdout.into(),
@@ -228,23 +204,16 @@ impl Relaying {
     }
 }
 
-/// Runs `work` on a two-thread runtime (125 if there is none); blocking tasks (a jail
+/// Runs `work` on a two-thread runtime (`Err` if there is none); blocking tasks (a jail
 /// waiting for a stray process) get 100 ms, then the exit goes on without them.
-pub(crate) fn on_runtime(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+pub(crate) fn on_runtime<T>(work: impl std::future::Future<Output = T>) -> std::io::Result<T> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("airlock: cannot start the async runtime: {e}");
-            return ExitCode::from(SETUP_FAILED);
-        }
-    };
-    let status = runtime.block_on(work);
+        .build()?;
+    let done = runtime.block_on(work);
     runtime.shutdown_timeout(Duration::from_millis(100));
-    status
+    Ok(done)
 }
 
 impl RunArgs {
@@ -262,24 +231,10 @@ impl RunArgs {
     }
 }
 
-async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> i32 {
-    let config = args.session_config();
-    let (session, config) = match Session::prepare(&config) {
-        Ok(prepared) => prepared,
-        Err(errors) => {
-            for error in errors {
-                eprintln!("airlock: {error}");
-            }
-            return i32::from(SETUP_FAILED);
-        }
-    };
-    let relaying = match Relaying::start(relay, &session) {
-        Ok(relaying) => relaying,
-        Err(error) => {
-            eprintln!("airlock: {error}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+/// Prepares the session, runs the command in it and returns the command's shell status.
+async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> Result<i32, RunError> {
+    let (session, config) = Session::prepare(&args.session_config()).map_err(RunError::Setup)?;
+    let relaying = Relaying::start(relay, &session)?;
     let status = match effective_mode(args.jail) {
         airlock_session::JailMode::Env => run_env(&args, &session, config, relaying).await,
         airlock_session::JailMode::Namespace => {
@@ -306,43 +261,27 @@ async fn run_env(
     session: &Session,
     config: ProxyConfig,
     relaying: Option<Relaying>,
-) -> i32 {
+) -> Result<i32, RunError> {
     eprintln!(
         "airlock: --jail env is advisory: the command is only asked to use the proxy \
          (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) and programs can bypass it; use --jail namespace \
          to enforce the policy"
     );
-    let proxy = match Proxy::new(config) {
-        Ok(proxy) => proxy,
-        Err(e) => {
-            eprintln!("airlock: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let proxy = Proxy::new(config)?;
     airlock_session::rotation::watch_proxy(&proxy);
     airlock_session::panic_redaction::install(&proxy);
-    let _admin = match session.serve_admin(&proxy, args.verbose).await {
-        Ok(socket) => socket,
-        Err(e) => {
-            eprintln!("airlock: ask mode needs the run's admin API: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let _admin = session
+        .serve_admin(&proxy, args.verbose)
+        .await
+        .map_err(RunError::AskWithoutAdmin)?;
     let listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("airlock: cannot listen on {listen}: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
-    let address = match listener.local_addr() {
-        Ok(address) => address,
-        Err(e) => {
-            eprintln!("airlock: cannot read the proxy's address: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| RunError::Listen {
+            addr: listen,
+            source,
+        })?;
+    let address = listener.local_addr().map_err(RunError::ProxyAddress)?;
     let (stop, stopped) = watch::channel(false);
     let serving = tokio::spawn(proxy.serve(listener, stop_signal(stopped.clone())));
 
@@ -354,15 +293,11 @@ async fn run_env(
         }
     }
     let Some((program, arguments)) = args.command.split_first() else {
-        return i32::from(SETUP_FAILED);
+        return Err(RunError::Setup(vec![
+            "no command given: airlock run [FLAGS] -- CMD [ARGS...]".to_owned(),
+        ]));
     };
-    let signals = match Signals::install() {
-        Ok(signals) => signals,
-        Err(e) => {
-            eprintln!("airlock: cannot install signal handlers: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let signals = Signals::install().map_err(RunError::Signals)?;
     let mut command = tokio::process::Command::new(program);
     command.args(arguments).env_clear().envs(env);
     let relay_task = relaying.map(|relaying| {
@@ -373,14 +308,10 @@ async fn run_env(
     // The command's ends of its pipes must not stay open here.
     drop(command);
     let status = match spawned {
-        Err(e) => {
-            eprintln!("airlock: cannot run {}: {e}", program.to_string_lossy());
-            if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            }
-        }
+        Err(source) => Err(RunError::Exec {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        }),
         Ok(mut child) => {
             let pid = child.id();
             let forward = move |signal: i32| {
@@ -393,13 +324,7 @@ async fn run_env(
                 }
             };
             let waited = signals.forward_until(child.wait(), forward).await;
-            match waited {
-                Ok(status) => exit_status_of(status),
-                Err(e) => {
-                    eprintln!("airlock: waiting for the command failed: {e}");
-                    i32::from(SETUP_FAILED)
-                }
-            }
+            waited.map(exit_status_of).map_err(RunError::Wait)
         }
     };
     Relaying::finish(relay_task).await;
@@ -424,25 +349,16 @@ async fn run_namespace(
     session: &Session,
     config: ProxyConfig,
     relaying: Option<Relaying>,
-) -> i32 {
+) -> Result<i32, RunError> {
     use airlock_jail::{Jail, JailSpec};
 
-    let proxy = match Proxy::new(config) {
-        Ok(proxy) => proxy,
-        Err(e) => {
-            eprintln!("airlock: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let proxy = Proxy::new(config)?;
     airlock_session::rotation::watch_proxy(&proxy);
     airlock_session::panic_redaction::install(&proxy);
-    let _admin = match session.serve_admin(&proxy, args.verbose).await {
-        Ok(socket) => socket,
-        Err(e) => {
-            eprintln!("airlock: ask mode needs the run's admin API: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let _admin = session
+        .serve_admin(&proxy, args.verbose)
+        .await
+        .map_err(RunError::AskWithoutAdmin)?;
     let place = airlock_session::fs_confine::Place::current();
     let fs = place.and_then(|place| {
         let plan = airlock_session::fs_confine::plan(
@@ -452,13 +368,7 @@ async fn run_namespace(
         )?;
         Ok((place, plan))
     });
-    let (place, fs) = match fs {
-        Ok(done) => done,
-        Err(e) => {
-            eprintln!("airlock: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-    };
+    let (place, fs) = fs.map_err(RunError::Confine)?;
     let summary = fs.summary();
     let mut spec = JailSpec {
         argv: args.command.clone(),
@@ -476,14 +386,9 @@ async fn run_namespace(
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
         Ok(Ok(jail)) => jail,
-        Ok(Err(e)) => {
-            eprintln!("airlock: {e}");
-            return i32::from(SETUP_FAILED);
-        }
-        Err(e) => {
-            eprintln!("airlock: the jail launcher failed: {e}");
-            return i32::from(SETUP_FAILED);
-        }
+        // Every failure to build the jail is airlock's own (125), whatever its kind.
+        Ok(Err(e)) => return Err(RunError::Confine(e.to_string())),
+        Err(e) => return Err(RunError::Launcher(e)),
     };
 
     let (stop, stopped) = watch::channel(false);
@@ -495,18 +400,16 @@ async fn run_namespace(
     ) {
         Ok(served) => served,
         Err(e) => {
-            eprintln!("airlock: {e}");
             let _ = jail.kill();
-            return i32::from(SETUP_FAILED);
+            return Err(RunError::Confine(e));
         }
     };
 
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
-            eprintln!("airlock: cannot install signal handlers: {e}");
             let _ = jail.kill();
-            return i32::from(SETUP_FAILED);
+            return Err(RunError::Signals(e));
         }
     };
     let signaller = jail.signaller();
@@ -524,16 +427,9 @@ async fn run_namespace(
         let _ = signaller.signal(signal);
     };
     let status = match signals.forward_until(running, forward).await {
-        Ok(Ok(exit)) => exit.shell_status(),
-        Ok(Err(e)) => {
-            let status = e.exit_status();
-            eprintln!("airlock: {e}");
-            status
-        }
-        Err(e) => {
-            eprintln!("airlock: the jail failed: {e}");
-            i32::from(SETUP_FAILED)
-        }
+        Ok(Ok(exit)) => Ok(exit.shell_status()),
+        Ok(Err(e)) => Err(RunError::Jail(e)),
+        Err(e) => Err(RunError::Jailed(e)),
     };
     Relaying::finish(relay_task).await;
     let _ = stop.send(true);
@@ -548,7 +444,6 @@ async fn run_namespace(
     _session: &Session,
     _config: ProxyConfig,
     _relaying: Option<Relaying>,
-) -> i32 {
-    eprintln!("airlock: --jail namespace needs Linux; choose --jail env");
-    i32::from(SETUP_FAILED)
+) -> Result<i32, RunError> {
+    Err(RunError::NeedsLinux)
 }

@@ -25,7 +25,8 @@ use airlock_sandbox::{
 use crate::policy_args::PolicyArgs;
 use airlock_session::serve::Signals;
 
-use crate::run_cmd::{SETUP_FAILED, UpstreamArgs};
+use crate::error::{Error, SETUP_FAILED};
+use crate::run_cmd::UpstreamArgs;
 use crate::sandbox_daemon::ProviderArg;
 
 /// The version of the `--json` line protocol of `exec` and `ls`, carried by `exec`'s
@@ -156,20 +157,17 @@ pub struct ExportArgs {
 }
 
 /// Runs `airlock sandbox ...`.
-pub fn run(command: SandboxCommand) -> ExitCode {
-    let result = match command {
-        SandboxCommand::Daemon => return crate::sandbox_daemon::run(),
-        SandboxCommand::Hold => return crate::sandbox_daemon::hold(),
-        SandboxCommand::Create(args) => create(args),
-        SandboxCommand::Exec(args) => exec(args),
-        SandboxCommand::Ls(args) => ls(&args),
-        SandboxCommand::Rm(args) => rm(&args),
-        SandboxCommand::Export(args) => export(&args),
+pub fn run(command: SandboxCommand) -> Result<ExitCode, Error> {
+    let status = match command {
+        SandboxCommand::Daemon => crate::sandbox_daemon::run()?,
+        SandboxCommand::Hold => crate::sandbox_daemon::hold(),
+        SandboxCommand::Create(args) => create(args)?,
+        SandboxCommand::Exec(args) => exec(args)?,
+        SandboxCommand::Ls(args) => ls(&args)?,
+        SandboxCommand::Rm(args) => rm(&args)?,
+        SandboxCommand::Export(args) => export(&args)?,
     };
-    result.unwrap_or_else(|error| {
-        eprintln!("airlock: {error}");
-        ExitCode::from(SETUP_FAILED)
-    })
+    Ok(status)
 }
 
 /// The state root and this binary, after cleaning what crashed daemons left (`scan`: how

@@ -25,7 +25,8 @@ use airlock_session::serve::Signals;
 use airlock_session::sources::PolicySources;
 use airlock_session::{JailMode, Session, SessionConfig, Upstream};
 
-use crate::run_cmd::{self, SETUP_FAILED};
+use crate::error::DaemonError;
+use crate::run_cmd;
 
 /// Variables of the creator's environment that commands in a local sandbox keep.
 const KEPT_VARIABLES: [&str; 11] = [
@@ -61,18 +62,9 @@ impl From<ProviderArg> for ProviderKind {
 
 /// Runs the daemon with the configuration its launcher writes on standard input; returns
 /// when the sandbox is torn down.
-pub fn run() -> ExitCode {
-    let config = match DaemonConfig::read_from(std::io::stdin().lock()) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!(
-                "airlock: cannot read the daemon's configuration on standard input: {e} \
-                 (`airlock sandbox daemon` is started by `airlock sandbox create`)"
-            );
-            return ExitCode::from(SETUP_FAILED);
-        }
-    };
-    run_cmd::on_runtime(serve(config))
+pub fn run() -> Result<ExitCode, DaemonError> {
+    let config = DaemonConfig::read_from(std::io::stdin().lock()).map_err(DaemonError::Config)?;
+    run_cmd::on_runtime(serve(config)).map_err(DaemonError::Runtime)?
 }
 
 /// The session of the sandbox whose audit log is `log`: namespace capture, enforce or
@@ -111,25 +103,11 @@ struct Plan {
     limits: airlock_sandbox::Limits,
 }
 
-async fn serve(args: DaemonConfig) -> ExitCode {
-    let failed = |errors: Vec<String>| {
-        for error in errors {
-            eprintln!("airlock: {error}");
-        }
-        ExitCode::from(SETUP_FAILED)
-    };
-    let mut termination = match Signals::install() {
-        Ok(termination) => termination,
-        Err(e) => return failed(vec![format!("cannot install signal handlers: {e}")]),
-    };
-    let (plan, config) = match Plan::prepare(&args) {
-        Ok(prepared) => prepared,
-        Err(errors) => return failed(errors),
-    };
-    let proxy = match Proxy::new(config) {
-        Ok(proxy) => proxy,
-        Err(e) => return failed(vec![e.to_string()]),
-    };
+/// Builds and serves the sandbox until it is told to stop or its confinement ends.
+async fn serve(args: DaemonConfig) -> Result<ExitCode, DaemonError> {
+    let mut termination = Signals::install().map_err(DaemonError::Signals)?;
+    let (plan, config) = Plan::prepare(&args).map_err(DaemonError::Setup)?;
+    let proxy = Proxy::new(config)?;
     airlock_session::rotation::watch_proxy(&proxy);
     airlock_session::panic_redaction::install(&proxy);
     let (stop, _) = watch::channel(false);
@@ -139,10 +117,8 @@ async fn serve(args: DaemonConfig) -> ExitCode {
     };
     stop.send_replace(true);
     plan.session.audit.flush();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => failed(vec![error]),
-    }
+    result.map_err(DaemonError::Serve)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 impl Plan {

@@ -4,7 +4,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use airlock_control::Listen;
 use airlock_watch::{Client, app};
@@ -25,17 +24,7 @@ pub struct WatchArgs {
 }
 
 /// Runs `airlock watch`.
-pub fn run(args: WatchArgs) -> ExitCode {
-    match try_run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("airlock watch: {message}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn try_run(args: WatchArgs) -> Result<(), String> {
+pub fn run(args: WatchArgs) -> Result<(), String> {
     let admin = match args.admin {
         Some(admin) => admin,
         None => Listen::Unix(airlock_session::run_socket::newest_run().ok_or(
