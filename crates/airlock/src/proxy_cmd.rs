@@ -1,9 +1,10 @@
 //! `airlock proxy`: runs the intercepting proxy as a daemon until SIGTERM or SIGINT.
 //!
 //! Reads and validates everything first (policy, secrets, CA, audit destination, upstream
-//! trust) and refuses to start on any error ([`ProxyError`]: exit 1, each error on stderr); once bound it
-//! prints exactly `airlock: proxy listening on ADDR` on stderr. On SIGTERM/SIGINT it stops
-//! accepting, drains in-flight requests (bounded), flushes the audit log and exits 0.
+//! trust; `airlock_session::standalone`) and refuses to start on any error ([`ProxyError`]:
+//! exit 1, each error on stderr); once bound it prints exactly `airlock: proxy listening
+//! on ADDR` on stderr. On SIGTERM/SIGINT it stops accepting, drains in-flight requests
+//! (bounded), flushes the audit log and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,13 +1,13 @@
 //! `airlock sandbox daemon` (started by `airlock sandbox create`, never by hand, with its
-//! [`DaemonConfig`] on standard input): one process per sandbox that prepares its
-//! session with `airlock-session`, holds the policy and the real secret values in memory, builds
+//! [`DaemonConfig`] on standard input): one process per sandbox that prepares its session
+//! with `airlock-session`, holds the policy and the real secret values in memory, builds
 //! the sandbox's confinement through its provider, serves its only network exactly as
 //! `airlock run` does (transparent proxy and DNS on sockets made inside the sandbox's
 //! network namespace), records the sandbox's state, prints `ready`, and tears everything
 //! down on `SIGTERM`/`SIGINT` or when the confinement disappears.
 //!
-//! Setup failures are printed (to the daemon log, which `create` shows) and exit 125 with
-//! everything built so far removed.
+//! Setup failures ([`DaemonError`]) are printed (to the daemon log, which `create` shows)
+//! and exit 125 with everything built so far removed.
 
 use std::ffi::OsString;
 use std::io::Write;
