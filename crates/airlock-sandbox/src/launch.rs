@@ -1,19 +1,20 @@
 //! Starting and stopping a sandbox's daemon (`airlock sandbox daemon`).
 //!
-//! The daemon is started detached (own session, standard input closed, standard error
-//! appended to `control/daemon.log`) with the creator's environment, from which it reads
-//! the real secret values; it never writes them anywhere. It prints `ready` on standard
+//! The daemon is started detached (own session, standard error appended to
+//! `control/daemon.log`) with the creator's environment, from which it reads the real
+//! secret values; it never writes them anywhere. Its configuration ([`DaemonConfig`]) is
+//! written on its standard input, which is then closed. It prints `ready` on standard
 //! output once the sandbox can run commands (after writing `state.json`), or exits with
 //! its reasons in the log. A creation that fails or times out kills the daemon and removes
 //! the sandbox's directory: nothing is left half-made.
 
-use std::ffi::OsString;
 use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::daemon_config::DaemonConfig;
 use crate::state::{ProcessId, Sandboxes, create_private_dir};
 use crate::{ProviderKind, SandboxError, SandboxName};
 
@@ -23,7 +24,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Resource limits of a sandbox, where the provider can apply them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Memory limit in MiB.
     pub memory_mib: Option<u64>,
@@ -89,56 +90,6 @@ impl CreateOptions {
             audit_max_size: None,
         }
     }
-
-    /// The daemon's arguments after `airlock sandbox daemon`.
-    fn daemon_arguments(&self, sandboxes: &Sandboxes) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec![
-            "--root".into(),
-            sandboxes.root().into(),
-            "--provider".into(),
-            self.provider.as_str().into(),
-        ];
-        let mut flag = |name: &str, values: &[String]| {
-            for value in values {
-                args.push(name.into());
-                args.push(value.into());
-            }
-        };
-        flag("--policy", &self.policies);
-        flag("--allow", &self.allows);
-        flag("--secret", &self.secrets);
-        flag("--resolve", &self.resolve);
-        let optional = [
-            ("--image", self.image.clone()),
-            ("--repo", self.repo.clone()),
-            ("--branch", self.branch.clone()),
-            (
-                "--memory-mib",
-                self.limits.memory_mib.map(|v| v.to_string()),
-            ),
-            ("--millicpus", self.limits.millicpus.map(|v| v.to_string())),
-            ("--pids", self.limits.pids.map(|v| v.to_string())),
-            (
-                "--audit-max-size",
-                self.audit_max_size.map(|v| v.to_string()),
-            ),
-        ];
-        for (name, value) in optional {
-            if let Some(value) = value {
-                args.push(name.into());
-                args.push(value.into());
-            }
-        }
-        for ca in &self.upstream_cas {
-            args.push("--upstream-ca".into());
-            args.push(ca.into());
-        }
-        if self.report {
-            args.extend(["--mode".into(), "report".into()]);
-        }
-        args.push(self.name.as_str().into());
-        args
-    }
 }
 
 /// Starts the daemon of a new sandbox and waits until it reports ready.
@@ -176,9 +127,8 @@ fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), Sandbo
     command
         .arg("sandbox")
         .arg("daemon")
-        .args(options.daemon_arguments(sandboxes))
         .envs(options.daemon_env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log);
     // SAFETY: setsid is async-signal-safe; the daemon gets its own session so that the
@@ -200,6 +150,11 @@ fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), Sandbo
         let pid_file = control.join("daemon.pid");
         let text = serde_json::to_string(&id).unwrap_or_default();
         crate::state::write_private_file(&pid_file, &text)?;
+    }
+    // Handed over before anything is read: the daemon reads its standard input to the end
+    // first. A daemon that died already says why in its log, read below.
+    if let Some(stdin) = child.stdin.take() {
+        let _ = DaemonConfig::new(sandboxes, options).write_to(stdin);
     }
     let stdout = child.stdout.take();
     let (sender, receiver) = std::sync::mpsc::channel();

@@ -42,6 +42,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod cgroup;
+pub mod daemon_config;
 #[cfg(target_os = "linux")]
 mod docker_provider;
 mod error;
@@ -61,6 +62,7 @@ pub mod docker;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use daemon_config::DaemonConfig;
 #[cfg(target_os = "linux")]
 pub use docker_provider::{DockerProvider, ROOT_LABEL, SANDBOX_LABEL};
 pub use error::SandboxError;

@@ -1,9 +1,7 @@
 //! `airlock ca`: create, locate and show the local CA that signs interception certificates.
 //!
-//! The CA lives in [`airlock_proxy::ca::default_dir`]; errors go to stderr prefixed
-//! `airlock: ` and exit 1 (usage errors are clap's, exit 2).
-
-use std::process::ExitCode;
+//! The CA lives in [`airlock_proxy::ca::default_dir`]; errors ([`CaError`]) go to stderr
+//! prefixed `airlock: ` and exit 1 (usage errors are clap's, exit 2).
 
 use airlock_proxy::ca::{self, CaError, CertificateAuthority, InitOutcome};
 
@@ -23,17 +21,7 @@ pub enum CaCommand {
 }
 
 /// Runs one `airlock ca` subcommand.
-pub fn run(cmd: CaCommand) -> ExitCode {
-    match run_command(cmd) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("airlock: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn run_command(cmd: CaCommand) -> Result<(), CaError> {
+pub fn run(cmd: CaCommand) -> Result<(), CaError> {
     let dir = ca::default_dir()?;
     let cert_path = dir.join(ca::CERT_FILE);
     match cmd {

@@ -1,40 +1,36 @@
-//! The `airlock` command line: parses flags, wires the crates together, prints errors.
+//! The `airlock` command line: parses flags into the typed configurations of
+//! `airlock-session` and the other crates, runs the command, prints errors.
 //!
-//! Exit statuses follow docs/contract.md §2: usage errors are 2 (clap's own), `policy
-//! check` returns 0/1, `policy explain` 0 (allow) / 1 (deny) / 2 (error).
+//! Exit statuses follow docs/contract.md §2: every command path returns its own error type
+//! ([`error`]), which [`try_main`]'s caller prints and turns into the status: usage errors
+//! are 2 (clap's own; 125 for `run` and `mcp`), `run`/`mcp`/`sandbox` failures 125,
+//! `proxy`, `ca` and `watch` failures 1. `policy` decides its own statuses: `check` 0/1,
+//! `explain` 0 (allow) / 1 (deny) / 2 (error).
 
-mod admin;
 mod ca_cmd;
-mod fs_confine;
-mod gateway;
-#[cfg(target_os = "linux")]
-mod git_source;
-mod host_sockets;
+mod error;
 mod mcp_cmd;
 mod mcp_relay;
-mod panic_redaction;
 mod policy_args;
 mod policy_cmd;
-mod policy_reload;
 mod policy_suggest;
 mod proxy_cmd;
-mod rotation;
 // Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
 #[allow(unsafe_code)]
 mod run_cmd;
-mod run_socket;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]
 // Unsafe allowed in this module only: one dup2, under its SAFETY comment.
 #[allow(unsafe_code)]
 mod sandbox_daemon;
-mod secret_sources;
 mod watch_cmd;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use crate::error::Error;
 
 /// airlock: run AI coding agents with their network cut down to a policy.
 #[derive(Parser)]
@@ -67,15 +63,43 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::try_parse().unwrap_or_else(|error| run_cmd::exit_on_parse_error(error));
-    match cli.command {
-        Command::Run(args) => run_cmd::run(args),
-        Command::Mcp(args) => mcp_cmd::run(args),
-        Command::Proxy(args) => proxy_cmd::run(args),
-        Command::Policy(cmd) => policy_cmd::run(cmd),
-        Command::Ca(cmd) => ca_cmd::run(cmd),
-        #[cfg(target_os = "linux")]
-        Command::Sandbox(cmd) => sandbox_cmd::run(cmd),
-        Command::Watch(args) => watch_cmd::run(args),
+    match try_main() {
+        Ok(status) => status,
+        Err(error) => error.report(),
     }
+}
+
+/// Parses the command line and runs the command: its exit status, or the error that ends
+/// it.
+fn try_main() -> Result<ExitCode, Error> {
+    let cli = Cli::try_parse().map_err(|error| Error::Usage {
+        error,
+        run: is_run_command(),
+    })?;
+    let status = match cli.command {
+        Command::Run(args) => run_cmd::run(args)?,
+        Command::Mcp(args) => mcp_cmd::run(args)?,
+        Command::Proxy(args) => proxy_cmd::run(args)?,
+        Command::Policy(cmd) => policy_cmd::run(cmd),
+        Command::Ca(cmd) => {
+            ca_cmd::run(cmd)?;
+            ExitCode::SUCCESS
+        }
+        #[cfg(target_os = "linux")]
+        Command::Sandbox(cmd) => sandbox_cmd::run(cmd)?,
+        Command::Watch(args) => {
+            watch_cmd::run(args).map_err(Error::Watch)?;
+            ExitCode::SUCCESS
+        }
+    };
+    Ok(status)
+}
+
+/// Whether the subcommand is `run` or `mcp` (the first argument not starting with `-`),
+/// whose usage errors are failures of airlock itself (125, docs/contract.md §2).
+fn is_run_command() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .find(|arg| !arg.to_string_lossy().starts_with('-'))
+        .is_some_and(|arg| arg == "run" || arg == "mcp")
 }

@@ -13,7 +13,10 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::run_cmd::{self, Relay, RunArgs, SETUP_FAILED, Session};
+use airlock_session::Session;
+
+use crate::error::RunError;
+use crate::run_cmd::{self, Relay, RunArgs};
 
 /// Flags of `airlock mcp`: every flag of `airlock run`, plus `--name`.
 #[derive(clap::Args)]
@@ -29,21 +32,12 @@ pub struct McpArgs {
 
 /// Runs `airlock mcp` and returns the exit status (the server's, or 125/126/127 as
 /// `airlock run`).
-pub fn run(args: McpArgs) -> ExitCode {
+pub fn run(args: McpArgs) -> Result<ExitCode, RunError> {
     if args.run.log.as_deref() == Some("-") {
-        eprintln!(
-            "airlock: --log - cannot be used with `airlock mcp`: standard output carries the \
-             MCP messages; give a file"
-        );
-        return ExitCode::from(SETUP_FAILED);
+        return Err(RunError::McpLogToStdout);
     }
-    let server = match server_name(args.name.as_deref(), args.run.command.first()) {
-        Ok(server) => server,
-        Err(error) => {
-            eprintln!("airlock: {error}");
-            return ExitCode::from(SETUP_FAILED);
-        }
-    };
+    let server =
+        server_name(args.name.as_deref(), args.run.command.first()).map_err(RunError::Relay)?;
     run_cmd::run_with(args.run, Some(Box::new(StdioRelay { server })))
 }
 

@@ -13,7 +13,9 @@ use airlock_policy::import::SeedFormat;
 use airlock_policy::route::Outcome;
 use airlock_policy::{CompiledPolicy, Decision, emit};
 
-use crate::policy_args::{PolicySelection, read_policy_source};
+use airlock_session::sources::read_policy_source;
+
+use crate::policy_args::PolicySelection;
 
 /// Subcommands of `airlock policy`.
 #[derive(clap::Subcommand)]
@@ -376,11 +378,11 @@ fn explain_fs(selection: &PolicySelection, json: bool, path: &std::path::Path) -
         Ok(policy) => policy,
         Err(errors) => return fail(&errors.join("\n")),
     };
-    let place = match crate::fs_confine::Place::current() {
+    let place = match airlock_session::fs_confine::Place::current() {
         Ok(place) => place,
         Err(e) => return fail(&e),
     };
-    let mut extra: Vec<Entry> = crate::run_cmd::airlock_state_roots()
+    let mut extra: Vec<Entry> = airlock_session::session::airlock_state_roots()
         .into_iter()
         .chain(airlock_proxy::ca::default_dir().ok())
         .map(|path| Entry {
@@ -389,7 +391,7 @@ fn explain_fs(selection: &PolicySelection, json: bool, path: &std::path::Path) -
         })
         .collect();
     for spec in &selection.policies {
-        if let Ok((_, file)) = crate::policy_args::split_format(spec) {
+        if let Ok((_, file)) = airlock_session::sources::split_format(spec) {
             extra.push(Entry {
                 path: normalise(&place.cwd.join(file)),
                 why: "a policy file of the run".into(),

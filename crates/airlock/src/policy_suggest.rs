@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use airlock_policy::suggest::{self, Seen};
 use airlock_policy::{CompiledPolicy, Policy};
 
-use crate::policy_args::read_policy_source;
+use airlock_session::sources::read_policy_source;
 
 /// The most malformed lines reported before the rest are only counted.
 const MAX_REPORTED: usize = 10;

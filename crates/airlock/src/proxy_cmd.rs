@@ -1,20 +1,21 @@
 //! `airlock proxy`: runs the intercepting proxy as a daemon until SIGTERM or SIGINT.
 //!
 //! Reads and validates everything first (policy, secrets, CA, audit destination, upstream
-//! trust) and refuses to start on any error (exit 1, each error on stderr); once bound it
-//! prints exactly `airlock: proxy listening on ADDR` on stderr. On SIGTERM/SIGINT it stops
-//! accepting, drains in-flight requests (bounded), flushes the audit log and exits 0.
+//! trust; `airlock_session::standalone`) and refuses to start on any error ([`ProxyError`]:
+//! exit 1, each error on stderr); once bound it prints exactly `airlock: proxy listening
+//! on ADDR` on stderr. On SIGTERM/SIGINT it stops accepting, drains in-flight requests
+//! (bounded), flushes the audit log and exits 0.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use airlock_audit::AuditLog;
-use airlock_policy::CompiledPolicy;
-use airlock_proxy::ca::{self, CertificateAuthority};
-use airlock_proxy::upstream::parse_pin;
-use airlock_proxy::{Proxy, ProxyConfig};
+use airlock_proxy::Proxy;
+use airlock_session::Upstream;
+use airlock_session::standalone::{self, StandaloneConfig};
+
+use crate::error::ProxyError;
 
 use crate::policy_args::PolicyArgs;
 
@@ -76,96 +77,63 @@ pub struct ProxyArgs {
     pub ask_timeout: std::time::Duration,
 }
 
-/// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, 1 if it cannot start.
-pub fn run(args: ProxyArgs) -> ExitCode {
-    let (config, token) = match prepare(&args).and_then(|config| {
-        if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
-            return Err(vec![
-                "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
-            ]);
-        }
-        let token =
-            crate::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())?;
-        Ok((config, token))
-    }) {
-        Ok(prepared) => prepared,
-        Err(errors) => {
-            for error in errors {
-                eprintln!("airlock: {error}");
-            }
-            return ExitCode::from(1);
-        }
-    };
+/// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, `Err` (1) if it cannot
+/// start.
+pub fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
+    let config = standalone::prepare(&args.standalone_config()).map_err(ProxyError::Setup)?;
+    if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
+        return Err(ProxyError::Setup(vec![
+            "--mode ask needs --admin: asks are answered through the admin API".to_owned(),
+        ]));
+    }
+    let token =
+        airlock_session::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())
+            .map_err(ProxyError::Setup)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("airlock: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let listen = args.listen;
-    let audit = config.audit.clone();
-    runtime.block_on(async move {
-        let proxy = match Proxy::new(config) {
-            Ok(proxy) => proxy,
-            Err(e) => {
-                eprintln!("airlock: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        match crate::admin::start(
-            args.admin.as_ref(),
-            &args.policy,
-            &proxy,
-            &audit,
-            token.as_deref(),
-        )
-        .await
-        {
-            Ok(()) => {}
-            Err(e) => {
-                eprintln!("airlock: {e}");
-                return ExitCode::from(1);
-            }
-        }
-        crate::rotation::watch_proxy(&proxy);
-        crate::panic_redaction::install(&proxy);
-        // Installed before anything is announced: a SIGTERM sent as soon as the
-        // "listening" line appears must stop the proxy cleanly, not kill it.
-        let signals = match shutdown_signal() {
-            Ok(signals) => signals,
-            Err(e) => {
-                eprintln!("airlock: cannot install signal handlers: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        if !args.transparent.is_empty() {
-            return run_gateway(&args, proxy, audit, signals).await;
-        }
-        let listener = match tokio::net::TcpListener::bind(listen).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                eprintln!("airlock: cannot listen on {listen}: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let bound = listener.local_addr().unwrap_or(listen);
-        eprintln!("airlock: proxy listening on {bound}");
-        proxy.serve(listener, signals).await;
-        ExitCode::SUCCESS
-    })
+        .map_err(ProxyError::Runtime)?;
+    runtime.block_on(serve(args, config, token))
 }
 
-/// How `--log` is written: rotated beyond `--audit-max-size`.
-fn log_options(args: &ProxyArgs) -> airlock_audit::LogOptions {
-    airlock_audit::LogOptions {
-        max_size: args.audit_max_size,
+/// Starts the proxy, its admin API and reloads, and serves until SIGTERM/SIGINT.
+async fn serve(
+    args: ProxyArgs,
+    config: airlock_proxy::ProxyConfig,
+    token: Option<String>,
+) -> Result<ExitCode, ProxyError> {
+    let listen = args.listen;
+    let audit = config.audit.clone();
+    let proxy = Proxy::new(config)?;
+    airlock_session::admin::start(
+        args.admin.as_ref(),
+        &args.policy.sources(),
+        &proxy,
+        &audit,
+        token.as_deref(),
+    )
+    .await
+    .map_err(ProxyError::Admin)?;
+    airlock_session::rotation::watch_proxy(&proxy);
+    airlock_session::panic_redaction::install(&proxy);
+    // Installed before anything is announced: a SIGTERM sent as soon as the
+    // "listening" line appears must stop the proxy cleanly, not kill it.
+    let signals = shutdown_signal().map_err(ProxyError::Signals)?;
+    if !args.transparent.is_empty() {
+        return run_gateway(&args, proxy, audit, signals).await;
     }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| ProxyError::Listen {
+            addr: listen,
+            source,
+        })?;
+    let bound = listener.local_addr().unwrap_or(listen);
+    eprintln!("airlock: proxy listening on {bound}");
+    proxy.serve(listener, signals).await;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Gateway mode: binds every `--transparent`/`--dns` address, then serves until
@@ -175,106 +143,34 @@ async fn run_gateway(
     proxy: Proxy,
     audit: AuditLog,
     signals: impl std::future::Future<Output = ()> + Send + 'static,
-) -> ExitCode {
-    let sockets = match crate::gateway::GatewaySockets::bind(&args.transparent, &args.dns).await {
-        Ok(sockets) => sockets,
-        Err(e) => {
-            eprintln!("airlock: {e}");
-            return ExitCode::from(1);
-        }
-    };
+) -> Result<ExitCode, ProxyError> {
+    let sockets = airlock_session::gateway::GatewaySockets::bind(&args.transparent, &args.dns)
+        .await
+        .map_err(ProxyError::Gateway)?;
     sockets.announce();
     sockets.serve(proxy, audit, signals).await;
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Everything read and checked before the proxy starts; every error found is returned.
-fn prepare(args: &ProxyArgs) -> Result<ProxyConfig, Vec<String>> {
-    let policy = args.policy.load()?;
-    if args.policy.selection.is_empty() {
-        eprintln!("airlock: no --policy and no --allow: every request will be refused");
-    } else if policy.network.allow.is_empty() {
-        eprintln!("airlock: the policy has no allow rule: every request will be refused");
-    }
-    let compiled = CompiledPolicy::compile(&policy).map_err(|e| vec![e.to_string()])?;
-    let credentials = args.policy.credentials(&policy).map_err(|e| vec![e])?;
-    if let Some(path) = &args.surrogates_out {
-        write_surrogates(path, &credentials.surrogates())
-            .map_err(|e| vec![format!("--surrogates-out {}: {e}", path.display())])?;
-    }
-    let mut errors = Vec::new();
-    let mut resolve = HashMap::new();
-    for spec in &args.resolve {
-        match parse_pin(spec) {
-            Ok((name, ip)) => {
-                resolve.insert(name, ip);
-            }
-            Err(e) => errors.push(e),
+impl ProxyArgs {
+    /// The proxy's typed configuration.
+    fn standalone_config(&self) -> StandaloneConfig {
+        StandaloneConfig {
+            sources: self.policy.sources(),
+            upstream: Upstream {
+                resolve: self.resolve.clone(),
+                cas: self.upstream_ca.clone(),
+            },
+            log: self.log.clone(),
+            audit_max_size: self.audit_max_size,
+            ca: self.ca_cert.clone().zip(self.ca_key.clone()),
+            surrogates_out: self.surrogates_out.clone(),
+            transparent: !self.transparent.is_empty(),
+            admin: self.admin.is_some(),
+            mode: self.mode,
+            ask_timeout: self.ask_timeout,
         }
     }
-    let ca = load_ca(args).map_err(|e| errors.push(e)).ok();
-    let audit = match args.log.as_deref() {
-        // The admin API streams and counts audit lines even when none are kept.
-        None if args.admin.is_some() => AuditLog::discarding()
-            .map_err(|e| errors.push(e.to_string()))
-            .ok(),
-        None => Some(AuditLog::disabled()),
-        Some(dest) => AuditLog::open_with(dest, log_options(args))
-            .map_err(|e| errors.push(format!("--log {dest}: {e}")))
-            .ok(),
-    };
-    let (Some(ca), Some(audit)) = (ca, audit) else {
-        return Err(errors);
-    };
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let mut config = ProxyConfig::new(compiled, ca, credentials, audit);
-    config.mode = args.mode;
-    config.asks = crate::policy_args::asks(args.ask_timeout);
-    crate::policy_args::announce_mode(args.mode);
-    config.resolve = resolve;
-    config.upstream_cas = args.upstream_ca.clone();
-    if !args.transparent.is_empty() {
-        config.tunnel_refusal = airlock_proxy::TunnelRefusal::InsideTls;
-    }
-    Ok(config)
-}
-
-fn load_ca(args: &ProxyArgs) -> Result<CertificateAuthority, String> {
-    match (&args.ca_cert, &args.ca_key) {
-        (Some(cert), Some(key)) => CertificateAuthority::load(cert, key).map_err(|e| e.to_string()),
-        _ => {
-            let dir = ca::default_dir().map_err(|e| e.to_string())?;
-            ca::init(&dir, false).map_err(|e| e.to_string())?;
-            CertificateAuthority::load_dir(&dir).map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// Writes `NAME=SURROGATE` lines to `path`, created (or truncated) with mode 0600.
-fn write_surrogates(
-    path: &std::path::Path,
-    surrogates: &[(String, String)],
-) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    // An existing file keeps its mode on open: narrow it before writing.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    let mut text = String::new();
-    for (name, surrogate) in surrogates {
-        text.push_str(name);
-        text.push('=');
-        text.push_str(surrogate);
-        text.push('\n');
-    }
-    file.write_all(text.as_bytes())
 }
 
 /// Completes on the first SIGTERM or SIGINT.

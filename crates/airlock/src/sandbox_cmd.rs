@@ -23,8 +23,11 @@ use airlock_sandbox::{
 };
 
 use crate::policy_args::PolicyArgs;
-use crate::run_cmd::{SETUP_FAILED, Signals, UpstreamArgs};
-use crate::sandbox_daemon::{DaemonArgs, ProviderArg};
+use airlock_session::serve::Signals;
+
+use crate::error::{Error, SETUP_FAILED};
+use crate::run_cmd::UpstreamArgs;
+use crate::sandbox_daemon::ProviderArg;
 
 /// The version of the `--json` line protocol of `exec` and `ls`, carried by `exec`'s
 /// exit report and by every `ls` line as `"protocol"`.
@@ -43,9 +46,9 @@ pub enum SandboxCommand {
     Rm(RmArgs),
     /// Bring a branch of a sandbox's workspace back into a repository.
     Export(ExportArgs),
-    /// The per-sandbox daemon (started by `create`).
+    /// The per-sandbox daemon (started by `create`, its configuration on standard input).
     #[command(hide = true)]
-    Daemon(DaemonArgs),
+    Daemon,
     /// The process that keeps a local sandbox's namespaces alive.
     #[command(hide = true)]
     Hold,
@@ -154,20 +157,17 @@ pub struct ExportArgs {
 }
 
 /// Runs `airlock sandbox ...`.
-pub fn run(command: SandboxCommand) -> ExitCode {
-    let result = match command {
-        SandboxCommand::Daemon(args) => return crate::sandbox_daemon::run(args),
-        SandboxCommand::Hold => return crate::sandbox_daemon::hold(),
-        SandboxCommand::Create(args) => create(args),
-        SandboxCommand::Exec(args) => exec(args),
-        SandboxCommand::Ls(args) => ls(&args),
-        SandboxCommand::Rm(args) => rm(&args),
-        SandboxCommand::Export(args) => export(&args),
+pub fn run(command: SandboxCommand) -> Result<ExitCode, Error> {
+    let status = match command {
+        SandboxCommand::Daemon => crate::sandbox_daemon::run()?,
+        SandboxCommand::Hold => crate::sandbox_daemon::hold(),
+        SandboxCommand::Create(args) => create(args)?,
+        SandboxCommand::Exec(args) => exec(args)?,
+        SandboxCommand::Ls(args) => ls(&args)?,
+        SandboxCommand::Rm(args) => rm(&args)?,
+        SandboxCommand::Export(args) => export(&args)?,
     };
-    result.unwrap_or_else(|error| {
-        eprintln!("airlock: {error}");
-        ExitCode::from(SETUP_FAILED)
-    })
+    Ok(status)
 }
 
 /// The state root and this binary, after cleaning what crashed daemons left (`scan`: how
@@ -201,7 +201,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
         return Err(SandboxError::Exists(name.to_string()));
     }
     let absolute = |path: &str| -> String {
-        let (format, file) = match crate::policy_args::split_format(path) {
+        let (format, file) = match airlock_session::sources::split_format(path) {
             Ok((Some(_), file)) => (path[..path.len() - file.len()].to_owned(), file),
             _ => (String::new(), path),
         };
@@ -236,7 +236,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
     });
     options.branch = args.branch.clone();
     options.report = args.mode == airlock_policy::mode::Mode::Report;
-    crate::policy_args::announce_mode(args.mode);
+    airlock_session::sources::announce_mode(args.mode);
     options.audit_max_size = args.audit_max_size;
     options.limits = Limits {
         memory_mib: args.memory_mib,

@@ -1,12 +1,13 @@
-//! `airlock sandbox daemon` (started by `airlock sandbox create`, never by hand): one
-//! process per sandbox that holds the policy and the real secret values in memory, builds
+//! `airlock sandbox daemon` (started by `airlock sandbox create`, never by hand, with its
+//! [`DaemonConfig`] on standard input): one process per sandbox that prepares its session
+//! with `airlock-session`, holds the policy and the real secret values in memory, builds
 //! the sandbox's confinement through its provider, serves its only network exactly as
 //! `airlock run` does (transparent proxy and DNS on sockets made inside the sandbox's
 //! network namespace), records the sandbox's state, prints `ready`, and tears everything
 //! down on `SIGTERM`/`SIGINT` or when the confinement disappears.
 //!
-//! Setup failures are printed (to the daemon log, which `create` shows) and exit 125 with
-//! everything built so far removed.
+//! Setup failures ([`DaemonError`]) are printed (to the daemon log, which `create` shows)
+//! and exit 125 with everything built so far removed.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -19,8 +20,13 @@ use airlock_sandbox::state::{Confinement, ProcessId, SandboxState, WorkspaceReco
 use airlock_sandbox::{ProviderKind, SandboxName, Sandboxes, workspace};
 use tokio::sync::watch;
 
-use crate::policy_args::PolicyArgs;
-use crate::run_cmd::{self, JailMode, RunArgs, SETUP_FAILED, Session, Signals, UpstreamArgs};
+use airlock_sandbox::DaemonConfig;
+use airlock_session::serve::Signals;
+use airlock_session::sources::PolicySources;
+use airlock_session::{JailMode, Session, SessionConfig, Upstream};
+
+use crate::error::DaemonError;
+use crate::run_cmd;
 
 /// Variables of the creator's environment that commands in a local sandbox keep.
 const KEPT_VARIABLES: [&str; 11] = [
@@ -35,49 +41,6 @@ const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 const CONTAINER_WORKSPACE: &str = "/workspace";
 /// How often a container is checked for being alive.
 const CONTAINER_POLL: Duration = Duration::from_secs(2);
-
-/// Flags of `airlock sandbox daemon`.
-#[derive(clap::Args)]
-pub struct DaemonArgs {
-    /// The state root.
-    #[arg(long)]
-    root: PathBuf,
-    /// The provider.
-    #[arg(long, value_enum)]
-    provider: ProviderArg,
-    /// Policy sources and secrets.
-    #[command(flatten)]
-    policy: PolicyArgs,
-    /// Upstream pins and trust.
-    #[command(flatten)]
-    upstream: UpstreamArgs,
-    /// The container image (docker).
-    #[arg(long)]
-    image: Option<String>,
-    /// The repository cloned into the workspace.
-    #[arg(long)]
-    repo: Option<String>,
-    /// The task branch.
-    #[arg(long)]
-    branch: Option<String>,
-    /// Memory limit in MiB.
-    #[arg(long = "memory-mib")]
-    memory_mib: Option<u64>,
-    /// CPU limit in thousandths of a CPU.
-    #[arg(long)]
-    millicpus: Option<u64>,
-    /// Process limit.
-    #[arg(long)]
-    pids: Option<u64>,
-    /// `enforce` or `report` (as for `airlock run`).
-    #[arg(long, default_value = "enforce", value_parser = crate::policy_args::parse_mode_without_ask)]
-    mode: airlock_policy::mode::Mode,
-    /// Rotate the audit log beyond SIZE.
-    #[arg(long = "audit-max-size", value_parser = airlock_audit::parse_size)]
-    audit_max_size: Option<u64>,
-    /// The sandbox's name.
-    name: String,
-}
 
 /// `--provider` on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,9 +60,36 @@ impl From<ProviderArg> for ProviderKind {
     }
 }
 
-/// Runs the daemon; returns when the sandbox is torn down.
-pub fn run(args: DaemonArgs) -> ExitCode {
-    run_cmd::on_runtime(serve(args))
+/// Runs the daemon with the configuration its launcher writes on standard input; returns
+/// when the sandbox is torn down.
+pub fn run() -> Result<ExitCode, DaemonError> {
+    let config = DaemonConfig::read_from(std::io::stdin().lock()).map_err(DaemonError::Config)?;
+    run_cmd::on_runtime(serve(config)).map_err(DaemonError::Runtime)?
+}
+
+/// The session of the sandbox whose audit log is `log`: namespace capture, enforce or
+/// report mode, no asks (nobody could answer them).
+fn session_config(args: &DaemonConfig, log: &Path) -> SessionConfig {
+    SessionConfig {
+        sources: PolicySources {
+            policies: args.policies.clone(),
+            allows: args.allows.clone(),
+            secrets: args.secrets.clone(),
+        },
+        upstream: Upstream {
+            resolve: args.resolve.clone(),
+            cas: args.upstream_cas.clone(),
+        },
+        log: Some(log.display().to_string()),
+        audit_max_size: args.audit_max_size,
+        jail: JailMode::Namespace,
+        mode: if args.report {
+            airlock_policy::mode::Mode::Report
+        } else {
+            airlock_policy::mode::Mode::Enforce
+        },
+        ask_timeout: airlock_proxy::ask::DEFAULT_ASK_TIMEOUT,
+    }
 }
 
 /// Everything about the sandbox that does not depend on the provider.
@@ -113,59 +103,32 @@ struct Plan {
     limits: airlock_sandbox::Limits,
 }
 
-async fn serve(args: DaemonArgs) -> ExitCode {
-    let failed = |errors: Vec<String>| {
-        for error in errors {
-            eprintln!("airlock: {error}");
-        }
-        ExitCode::from(SETUP_FAILED)
-    };
-    let mut termination = match Signals::install() {
-        Ok(termination) => termination,
-        Err(e) => return failed(vec![format!("cannot install signal handlers: {e}")]),
-    };
-    let (plan, config) = match Plan::prepare(&args) {
-        Ok(prepared) => prepared,
-        Err(errors) => return failed(errors),
-    };
-    let proxy = match Proxy::new(config) {
-        Ok(proxy) => proxy,
-        Err(e) => return failed(vec![e.to_string()]),
-    };
-    crate::rotation::watch_proxy(&proxy);
-    crate::panic_redaction::install(&proxy);
+/// Builds and serves the sandbox until it is told to stop or its confinement ends.
+async fn serve(args: DaemonConfig) -> Result<ExitCode, DaemonError> {
+    let mut termination = Signals::install().map_err(DaemonError::Signals)?;
+    let (plan, config) = Plan::prepare(&args).map_err(DaemonError::Setup)?;
+    let proxy = Proxy::new(config)?;
+    airlock_session::rotation::watch_proxy(&proxy);
+    airlock_session::panic_redaction::install(&proxy);
     let (stop, _) = watch::channel(false);
-    let result = match ProviderKind::from(args.provider) {
+    let result = match args.provider {
         ProviderKind::Local => serve_local(&plan, proxy, &stop, &mut termination).await,
         ProviderKind::Docker => serve_docker(&args, &plan, proxy, &stop, &mut termination).await,
     };
     stop.send_replace(true);
     plan.session.audit.flush();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => failed(vec![error]),
-    }
+    result.map_err(DaemonError::Serve)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 impl Plan {
-    fn prepare(args: &DaemonArgs) -> Result<(Plan, airlock_proxy::ProxyConfig), Vec<String>> {
+    fn prepare(args: &DaemonConfig) -> Result<(Plan, airlock_proxy::ProxyConfig), Vec<String>> {
         let name = SandboxName::parse(&args.name).map_err(|e| vec![e.to_string()])?;
         let exe = std::env::current_exe()
             .map_err(|e| vec![format!("cannot find the airlock binary: {e}")])?;
         let sandboxes = Sandboxes::open(&args.root, exe).map_err(|e| vec![e.to_string()])?;
         let log = sandboxes.control_dir(&name).join("audit.jsonl");
-        let run_args = RunArgs {
-            policy: args.policy.clone(),
-            upstream: args.upstream.clone(),
-            log: Some(log.display().to_string()),
-            audit_max_size: args.audit_max_size,
-            jail: JailMode::Namespace,
-            verbose: false,
-            mode: args.mode,
-            ask_timeout: airlock_proxy::ask::DEFAULT_ASK_TIMEOUT,
-            command: vec!["sandbox".into()],
-        };
-        let (session, config) = Session::prepare(&run_args, JailMode::Namespace)?;
+        let (session, config) = Session::prepare(&session_config(args, &log))?;
         let secret_hosts = session
             .policy
             .secrets
@@ -192,11 +155,7 @@ impl Plan {
             workspace,
             secret_hosts,
             surrogate_names,
-            limits: airlock_sandbox::Limits {
-                memory_mib: args.memory_mib,
-                millicpus: args.millicpus,
-                pids: args.pids,
-            },
+            limits: args.limits.clone(),
         };
         Ok((plan, config))
     }
@@ -223,7 +182,7 @@ impl Plan {
                 CONTAINER_BUNDLE.to_owned()
             }
         };
-        for variable in run_cmd::CA_BUNDLE_VARIABLES {
+        for variable in airlock_session::env::CA_BUNDLE_VARIABLES {
             env.push((variable.to_owned(), bundle.clone()));
         }
         env.extend(workspace::git_credential_env(&self.secret_hosts));
@@ -287,7 +246,7 @@ impl Plan {
 
 /// The workspace of a sandbox created with `--repo`.
 fn workspace_record(
-    args: &DaemonArgs,
+    args: &DaemonConfig,
     sandboxes: &Sandboxes,
     name: &SandboxName,
     repo: &str,
@@ -306,7 +265,7 @@ fn workspace_record(
         repo.to_owned()
     };
     let host_workspace = sandboxes.workspace_dir(name);
-    let inside = match ProviderKind::from(args.provider) {
+    let inside = match args.provider {
         ProviderKind::Local => host_workspace.clone(),
         ProviderKind::Docker => PathBuf::from(CONTAINER_WORKSPACE),
     };
@@ -340,7 +299,7 @@ async fn serve_local(
     let writable = fs.confinement.writable.clone();
     // The holder is this binary, executed inside the jail: bound in at its own path, since
     // it may lie where the jail shows something else (a virtual environment under /tmp).
-    let mut bind_files = run_cmd::bundle_binds(&plan.session.bundle);
+    let mut bind_files = airlock_session::env::bundle_binds(&plan.session.bundle);
     bind_files.push((exe.clone(), exe.clone()));
     let spec = JailSpec {
         argv: vec![
@@ -352,7 +311,7 @@ async fn serve_local(
         cwd: workspace,
         tcp_ports: plan.session.tcp_ports(),
         hide_paths: fs.hidden,
-        hide_if_present: crate::host_sockets::scan(),
+        hide_if_present: airlock_session::host_sockets::scan(),
         bind_files,
         filesystem: Some(fs.confinement),
         stdio: None,
@@ -384,9 +343,11 @@ async fn serve_local(
 /// A local sandbox's filesystem: the whole of airlock's state hidden (every sandbox,
 /// this one's control directory included), its own workspace the one writable directory
 /// besides any the policy names, and the policy's other `filesystem` rules.
-fn sandbox_filesystem(plan: &Plan) -> Result<(PathBuf, crate::fs_confine::FsPlan), String> {
+fn sandbox_filesystem(
+    plan: &Plan,
+) -> Result<(PathBuf, airlock_session::fs_confine::FsPlan), String> {
     let workspace = plan.sandboxes.workspace_dir(&plan.name);
-    let mut place = crate::fs_confine::Place::current()?;
+    let mut place = airlock_session::fs_confine::Place::current()?;
     place.cwd = workspace.clone();
     place.workspace = std::fs::canonicalize(&workspace).ok();
     let mut fs = plan.session.policy.filesystem.clone();
@@ -398,7 +359,7 @@ fn sandbox_filesystem(plan: &Plan) -> Result<(PathBuf, crate::fs_confine::FsPlan
         path: plan.sandboxes.root().to_owned(),
         why: "airlock's sandbox state (every sandbox)".into(),
     });
-    let plan = crate::fs_confine::plan(&fs, &place, hidden)?;
+    let plan = airlock_session::fs_confine::plan(&fs, &place, hidden)?;
     Ok((workspace, plan))
 }
 
@@ -427,7 +388,7 @@ async fn serve_jail(
     (cgroups, writable): (&[PathBuf], &[PathBuf]),
     termination: &mut Signals,
 ) -> Result<(), String> {
-    let served = run_cmd::serve_handed(
+    let served = airlock_session::serve::serve_handed(
         std::mem::take(&mut jail.listeners),
         proxy,
         &plan.session.audit,
@@ -472,7 +433,7 @@ async fn serve_jail(
 
 /// The docker provider: a container with no network but airlock's capture.
 async fn serve_docker(
-    args: &DaemonArgs,
+    args: &DaemonConfig,
     plan: &Plan,
     proxy: Proxy,
     stop: &watch::Sender<bool>,
@@ -494,9 +455,13 @@ async fn serve_docker(
                 plan.sandboxes.root().display().to_string(),
             ),
         ],
-        memory_bytes: args.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
-        cpus: args.millicpus.map(|milli| milli as f64 / 1000.0),
+        memory_bytes: args
+            .limits
+            .memory_mib
+            .map(|mib| mib.saturating_mul(1024 * 1024)),
+        cpus: args.limits.millicpus.map(|milli| milli as f64 / 1000.0),
         pids_limit: args
+            .limits
             .pids
             .map(|pids| u32::try_from(pids).unwrap_or(u32::MAX)),
         workspace: Some(plan.sandboxes.workspace_dir(&plan.name)),
@@ -527,7 +492,12 @@ async fn serve_container(
         airlock_jail::capture_network_namespace(&netns, &tcp_ports).map_err(|e| e.to_string())
     })
     .await?;
-    let served = run_cmd::serve_handed(listeners, proxy, &plan.session.audit, &stop.subscribe())?;
+    let served = airlock_session::serve::serve_handed(
+        listeners,
+        proxy,
+        &plan.session.audit,
+        &stop.subscribe(),
+    )?;
     let (copying, container, bundle) = (docker.clone(), id.clone(), plan.session.bundle.clone());
     blocking(move || {
         copying
@@ -535,7 +505,7 @@ async fn serve_container(
             .map_err(|e| e.to_string())?;
         // Tools that ignore the CA variables read the system bundle: where the image has
         // one, it becomes airlock's (system roots plus the airlock CA).
-        for system in run_cmd::SYSTEM_BUNDLES {
+        for system in airlock_session::env::SYSTEM_BUNDLES {
             let _ = copying.copy_into(&container, &bundle, system);
         }
         Ok::<(), String>(())
@@ -583,5 +553,51 @@ async fn blocking<T: Send + 'static>(
 pub fn hold() -> ExitCode {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use airlock_policy::mode::Mode;
+    use airlock_sandbox::{CreateOptions, DaemonConfig, ProviderKind, SandboxName, Sandboxes};
+
+    #[test]
+    fn the_daemon_prepares_the_session_the_launcher_asked_for() {
+        let root = tempfile::tempdir().expect("root");
+        let sandboxes = Sandboxes::open(root.path(), "/bin/true").expect("sandboxes");
+        let name = SandboxName::parse("task-1").expect("name");
+        let mut options = CreateOptions::new(name, ProviderKind::Local);
+        options.policies = vec!["/p/policy.yaml".into()];
+        options.allows = vec!["api.example.com".into()];
+        options.secrets = vec!["KEY@api.example.com".into()];
+        options.resolve = vec!["api.example.com:127.0.0.1".into()];
+        options.upstream_cas = vec!["/p/ca.pem".into()];
+        options.audit_max_size = Some(4096);
+        let mut written = Vec::new();
+        DaemonConfig::new(&sandboxes, &options)
+            .write_to(&mut written)
+            .expect("written");
+        let read = DaemonConfig::read_from(&written[..]).expect("read");
+        let log = Path::new("/state/task-1/control/audit.jsonl");
+        let config = super::session_config(&read, log);
+        assert_eq!(config.sources.policies, options.policies);
+        assert_eq!(config.sources.allows, options.allows);
+        assert_eq!(config.sources.secrets, options.secrets);
+        assert_eq!(config.upstream.resolve, options.resolve);
+        assert_eq!(config.upstream.cas, options.upstream_cas);
+        assert_eq!(
+            config.log.as_deref(),
+            Some("/state/task-1/control/audit.jsonl")
+        );
+        assert_eq!(config.audit_max_size, Some(4096));
+        assert_eq!(config.jail, airlock_session::JailMode::Namespace);
+        assert_eq!(config.mode, Mode::Enforce);
+        let report = DaemonConfig {
+            report: true,
+            ..read
+        };
+        assert_eq!(super::session_config(&report, log).mode, Mode::Report);
     }
 }

@@ -4,7 +4,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use airlock_control::Listen;
 use airlock_watch::{Client, app};
@@ -25,25 +24,15 @@ pub struct WatchArgs {
 }
 
 /// Runs `airlock watch`.
-pub fn run(args: WatchArgs) -> ExitCode {
-    match try_run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("airlock watch: {message}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn try_run(args: WatchArgs) -> Result<(), String> {
+pub fn run(args: WatchArgs) -> Result<(), String> {
     let admin = match args.admin {
         Some(admin) => admin,
-        None => Listen::Unix(crate::run_socket::newest_run().ok_or(
+        None => Listen::Unix(airlock_session::run_socket::newest_run().ok_or(
             "no running `airlock run` of this user was found: start one, or give \
              --admin unix:PATH or ADDR (a proxy's admin API)",
         )?),
     };
-    let token = crate::admin::read_token(Some(&admin), args.admin_token_file.as_deref())
+    let token = airlock_session::admin::read_token(Some(&admin), args.admin_token_file.as_deref())
         .map_err(|errors| errors.join("; "))?;
     if !args.json && !std::io::stdout().is_terminal() {
         return Err("standard output is not a terminal: use --json for a stream of lines".into());

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use airlock_control::{PolicyStore, Source};
 
 use crate::git_source;
-use crate::policy_args::{PolicyArgs, split_format};
+use crate::sources::{PolicySources, split_format};
 
 /// How often the sources are looked at.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -34,16 +34,12 @@ fn stamp(spec: &str) -> Stamp {
     )
 }
 
-fn stamps(args: &PolicyArgs) -> Vec<Stamp> {
-    args.selection
-        .policies
-        .iter()
-        .map(|spec| stamp(spec))
-        .collect()
+fn stamps(args: &PolicySources) -> Vec<Stamp> {
+    args.policies.iter().map(|spec| stamp(spec)).collect()
 }
 
 /// Starts the SIGHUP handler and the source poller; they end with the runtime.
-pub fn watch(args: PolicyArgs, store: Arc<PolicyStore>) -> std::io::Result<()> {
+pub fn watch(args: PolicySources, store: Arc<PolicyStore>) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = signal(SignalKind::hangup())?;
     let args = Arc::new(args);
@@ -84,7 +80,7 @@ pub fn watch(args: PolicyArgs, store: Arc<PolicyStore>) -> std::io::Result<()> {
 }
 
 /// Reads every source again and swaps the result in, or keeps the policy in force.
-pub fn reload(args: &PolicyArgs, store: &PolicyStore, source: Source) {
+pub fn reload(args: &PolicySources, store: &PolicyStore, source: Source) {
     let kept = |why: &str| {
         eprintln!(
             "airlock: policy reload ({}) refused, keeping version {}: {why}",

@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinSet;
 
 /// The transparent proxy's view of the sandbox DNS's map: pool addresses back to names.
-pub(crate) fn pool_lookup(names: &NameMap) -> NameLookup {
+pub fn pool_lookup(names: &NameMap) -> NameLookup {
     let names = names.clone();
     std::sync::Arc::new(move |address| match address {
         std::net::IpAddr::V4(v4) => names.name_for(v4),
@@ -27,7 +27,7 @@ pub(crate) fn pool_lookup(names: &NameMap) -> NameLookup {
 }
 
 /// Runs a DNS server until it fails or `stop` completes; a failure is reported.
-pub(crate) async fn until_stopped(
+pub async fn until_stopped(
     serving: impl Future<Output = std::io::Result<()>>,
     stop: impl Future<Output = ()>,
 ) {
@@ -42,7 +42,7 @@ pub(crate) async fn until_stopped(
 }
 
 /// The sockets of a gateway, bound before anything is served.
-pub(crate) struct GatewaySockets {
+pub struct GatewaySockets {
     transparent: Vec<TcpListener>,
     dns_udp: Vec<UdpSocket>,
     dns_tcp: Vec<TcpListener>,
@@ -51,7 +51,7 @@ pub(crate) struct GatewaySockets {
 impl GatewaySockets {
     /// Binds every `--transparent` (TCP) and `--dns` (UDP and TCP) address; the first
     /// failure is returned naming the flag and address.
-    pub(crate) async fn bind(
+    pub async fn bind(
         transparent: &[SocketAddr],
         dns: &[SocketAddr],
     ) -> Result<GatewaySockets, String> {
@@ -80,7 +80,7 @@ impl GatewaySockets {
     }
 
     /// One stderr line per bound address (`transparent` or `dns`), for operators and tests.
-    pub(crate) fn announce(&self) {
+    pub fn announce(&self) {
         for listener in &self.transparent {
             if let Ok(address) = listener.local_addr() {
                 eprintln!("airlock: transparent proxy listening on {address}");
@@ -94,7 +94,7 @@ impl GatewaySockets {
     }
 
     /// Serves DNS and the transparent proxy until `shutdown` completes, then drains.
-    pub(crate) async fn serve(
+    pub async fn serve(
         self,
         proxy: Proxy,
         audit: AuditLog,

@@ -11,7 +11,7 @@ use airlock_control::pending::{AskRoutes, SaveTarget};
 use airlock_control::{Admin, Hub, Listen, PolicyStore};
 use airlock_proxy::Proxy;
 
-use crate::policy_args::PolicyArgs;
+use crate::sources::PolicySources;
 
 /// Reads `--admin-token-file` (trimmed; empty is an error) and refuses a TCP `--admin`
 /// without it.
@@ -46,7 +46,7 @@ pub fn read_token(
 /// `airlock: admin API listening on ADDR`).
 pub async fn start(
     admin_listen: Option<&Listen>,
-    policy: &PolicyArgs,
+    policy: &PolicySources,
     proxy: &Proxy,
     audit: &AuditLog,
     token: Option<&str>,
@@ -73,7 +73,7 @@ pub async fn start(
 /// The admin API's state: the event hub fed by the audit tap and by the asks, and the ask
 /// routes saving to the first `--policy` file.
 fn build(
-    policy: &PolicyArgs,
+    policy: &PolicySources,
     proxy: &Proxy,
     audit: &AuditLog,
     store: Arc<PolicyStore>,
@@ -91,8 +91,8 @@ fn build(
 }
 
 /// Where `save` answers write: the first `--policy`, if it is a native file.
-fn save_target(policy: &PolicyArgs) -> SaveTarget {
-    let Some(spec) = policy.selection.policies.first() else {
+fn save_target(policy: &PolicySources) -> SaveTarget {
+    let Some(spec) = policy.policies.first() else {
         return SaveTarget::Unavailable(
             "no --policy file to save the rule to (the rules come from --allow only): answer \
              with scope \"run\" and add the rule to a policy file by hand"
@@ -104,7 +104,7 @@ fn save_target(policy: &PolicyArgs) -> SaveTarget {
             "the first --policy ({spec}) is a git: source, which airlock does not edit"
         ));
     }
-    match crate::policy_args::split_format(spec) {
+    match crate::sources::split_format(spec) {
         Ok((None, path)) => SaveTarget::File(path.into()),
         Ok((Some(_), _)) => SaveTarget::Unavailable(format!(
             "the first --policy ({spec}) is in a seed system's format, which airlock does not edit"
@@ -116,7 +116,7 @@ fn save_target(policy: &PolicyArgs) -> SaveTarget {
 /// Serves `airlock run`'s admin API on `run-PID.sock` in `dir` (mode 0600, no token: only
 /// this user can reach the directory); the socket goes when the returned guard drops.
 pub async fn serve_run(
-    policy: &PolicyArgs,
+    policy: &PolicySources,
     proxy: &Proxy,
     audit: &AuditLog,
     dir: &std::path::Path,
