@@ -10,6 +10,8 @@
 //! Everything here runs in a freshly forked child of a possibly
 //! multi-threaded process: it never touches the environment, never prints,
 //! and only uses data prepared by the parent before the fork.
+// Calls the kernel directly (namespaces, fork, mounts); each unsafe block says why.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io::{self, IoSlice};

@@ -11,6 +11,8 @@
 //! (host-visible PID of the spawned child) waits for the command, forwards `SIGTERM`,
 //! `SIGINT`, `SIGHUP` and `SIGQUIT` to it and exits with its status (128 + signal when it
 //! was killed); the command is killed if that process dies.
+// Calls the kernel directly (namespaces, fork, mounts); each unsafe block says why.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::fs::File;

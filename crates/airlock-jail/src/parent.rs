@@ -6,6 +6,8 @@
 //! (it then waits for it): the kernel's parent-death signal fires when the
 //! forking *thread* ends, so forking from a short-lived thread (a tokio
 //! blocking-pool thread, say) would kill the jail at a random moment.
+// Calls the kernel directly (namespaces, fork, mounts); each unsafe block says why.
+#![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, IoSliceMut};

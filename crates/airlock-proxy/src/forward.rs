@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_policy::{Decision, Reason};
+use futures_util::FutureExt as _;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
@@ -37,32 +38,39 @@ use crate::mcp;
 use crate::record::Line;
 use crate::websocket;
 
-/// Serves one request arriving on `context`'s connection.
-pub(crate) async fn serve(
+/// Serves one request arriving on `context`'s connection. The steps' future is mapped,
+/// not awaited inside another one, so that it is not moved once more per request
+/// (docs/benchmarks.md).
+pub(crate) fn serve(
     context: Arc<ConnContext>,
     request: Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
-    Ok(steps(&context, request)
-        .await
-        .unwrap_or_else(|answered| answered))
+) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send {
+    steps(context, request).map(|answered| Ok(answered.unwrap_or_else(|answered| answered)))
 }
 
 /// The steps in order; `Err` is an answer given before the request was forwarded.
 async fn steps(
-    context: &Arc<ConnContext>,
+    context: Arc<ConnContext>,
     request: Request<Incoming>,
 ) -> Result<Answered, Answered> {
+    let context = &context;
     let request = identify::screen(context, request).await?;
     let started = Instant::now();
-    let (mut request, identified) = identify::identify(context, request).await?;
+    let (mut request, identified) = identify::identify(context, request)?;
     // One snapshot decides the whole request, even if the policy is swapped meanwhile.
     let policy = context.shared.policy.load_full();
-    let decided = decide::decide(&policy, context.shared.mode, identified);
-    let body_guards = policy.body_guards(&decided.canonical);
-    let seen = decided.seen(request.uri().path());
+    let raw_path = request.uri().path();
+    let decided = decide::decide(&policy, context.shared.mode, identified, raw_path);
     if !decided.goes_on() {
-        return Err(refuse_draining(context, decided.decision, seen, request.into_body()).await);
+        let seen = decided.seen;
+        return Err(refuse_draining(
+            context,
+            decided.decision,
+            seen,
+            request.into_body(),
+        ));
     }
+    let seen = decided.seen;
     let mcp_rule = mcp::rule_for(&policy, &decided.destination.host, &seen.path);
     let rule = decided.decision.rule.as_ref();
     let headers = request.headers();
@@ -70,7 +78,7 @@ async fn steps(
         match websocket::check_upgrade(request.version(), headers, mcp_rule.as_ref(), rule) {
             Ok(upgrade) => upgrade,
             Err(refusal) => {
-                return Err(refuse_draining(context, refusal, seen, request.into_body()).await);
+                return Err(refuse_draining(context, refusal, seen, request.into_body()));
             }
         };
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
@@ -92,7 +100,7 @@ async fn steps(
             let decision = Decision::deny(refusal.reason, decided.decision.rule);
             let line = seen.into_line(context.id);
             let response = credentials::refuse_credential(context, decision, refusal, line);
-            return Err(answer::after_draining(body, response).await);
+            return Err(answer::after_draining(body, response));
         }
     };
     let key =
@@ -102,7 +110,7 @@ async fn steps(
     line.asked = asked;
     if !decision.is_allow() {
         let response = answer::refuse_line(context, decision, line);
-        return Err(answer::after_draining(body, response).await);
+        return Err(answer::after_draining(body, response));
     }
     let Prepared {
         secrets,
@@ -118,36 +126,37 @@ async fn steps(
         held: _held,
     } = inspect::request_body(
         context,
-        (mcp_rule, &body_guards),
+        (mcp_rule, &decided.body_guards),
         &destination,
         &mut parts.headers,
         body,
         &line,
     )
     .await?;
-    let plan = outbound::Plan {
+    let mut plan = outbound::Plan {
         destination: &destination,
         path_and_query: &path_and_query,
         on_client_upgrade,
         guard,
         body_swap,
-        body_guards: &body_guards,
+        body_guards: &decided.body_guards,
     };
-    let outbound = outbound::assemble(context, plan, (parts, body), line, started).await?;
+    let upgrade = outbound::reserve_upgrade(context, &mut plan, &mut parts.headers, &line).await?;
+    let outbound = outbound::assemble(context, plan, (parts, body), (line, upgrade), started)?;
     let inspectors = respond::Inspectors { scrub, mcp_guard };
     // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
     Ok(respond::forward(context, outbound, inspectors).await)
 }
 
 /// Writes the refusal's audit line and answers while the body drains.
-async fn refuse_draining(
+fn refuse_draining(
     context: &ConnContext,
     decision: Decision,
     seen: Seen,
     body: Incoming,
 ) -> Answered {
     let response = answer::refuse(context, decision, seen);
-    answer::after_draining(body, response).await
+    answer::after_draining(body, response)
 }
 
 /// The audit line of an allowed request: its rule, the refusal report mode let through,

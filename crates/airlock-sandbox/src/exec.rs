@@ -350,6 +350,8 @@ type UsageFigures = (Option<u64>, Option<u64>, Option<u64>);
 
 /// Waits for the spawned process (killing the command at the deadline or once `cancelled`)
 /// and returns its shell status, whether it timed out, and its usage.
+// wait4 (with the child's resource usage) has no safe wrapper in nix.
+#[allow(unsafe_code)]
 fn wait_for(
     child: &std::process::Child,
     timeout: Option<Duration>,

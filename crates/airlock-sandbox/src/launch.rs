@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+
 use crate::daemon_config::DaemonConfig;
 use crate::state::{ProcessId, Sandboxes, create_private_dir};
 use crate::{ProviderKind, SandboxError, SandboxName};
@@ -111,6 +113,8 @@ pub(crate) fn start(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<()
     result
 }
 
+// `pre_exec` is unsafe by signature.
+#[allow(unsafe_code)]
 fn start_in(sandboxes: &Sandboxes, options: &CreateOptions) -> Result<(), SandboxError> {
     let name = &options.name;
     create_private_dir(&sandboxes.dir(name))?;
@@ -222,15 +226,14 @@ pub(crate) fn stop_and_remove(
         .map(|state| state.daemon)
         .or_else(|| sandboxes.starting_daemon(name));
     if let Some(daemon) = daemon.filter(ProcessId::is_alive) {
-        // SAFETY: kill has no memory-safety preconditions; the identity was just checked.
-        unsafe { libc::kill(daemon.pid, libc::SIGTERM) };
+        // The identity (pid and start time) was just checked.
+        crate::signal::send(daemon.pid, Signal::SIGTERM);
         let deadline = Instant::now() + STOP_TIMEOUT;
         while daemon.is_alive() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         if daemon.is_alive() {
-            // SAFETY: as above.
-            unsafe { libc::kill(daemon.pid, libc::SIGKILL) };
+            crate::signal::send(daemon.pid, Signal::SIGKILL);
         }
     }
     // Whatever the daemon left (it crashed, or was killed): the provider removes it.

@@ -53,8 +53,7 @@ impl ProcessId {
 /// Whether `/proc/PID` belongs to this process's effective user.
 fn owned_by_us(pid: i32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == euid)
 }
 
@@ -113,8 +112,7 @@ pub(crate) fn read_private_file(path: &Path) -> Result<String, SandboxError> {
             _ => SandboxError::state(path, e),
         })?;
     let metadata = file.metadata().map_err(|e| SandboxError::state(path, e))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     let why = if !metadata.is_file() {
         Some("it is not a regular file".to_owned())
     } else if metadata.uid() != euid {

@@ -49,8 +49,7 @@ impl Drop for RemoveOnDrop<'_> {
 
 /// The engine, or `None` after saying why it cannot be used.
 fn docker_or_skip() -> Option<Docker> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         eprintln!("SKIPPED: entering a container's network namespace needs root");
         return None;
     }

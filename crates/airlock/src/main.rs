@@ -15,8 +15,6 @@ mod policy_args;
 mod policy_cmd;
 mod policy_suggest;
 mod proxy_cmd;
-// Unsafe allowed in this module only: libc calls, each under its SAFETY comment.
-#[allow(unsafe_code)]
 mod run_cmd;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;

@@ -48,6 +48,7 @@ use airlock_proxy::{Proxy, ProxyConfig};
 use airlock_session::env::PROXY_VARIABLES;
 use airlock_session::serve::{DRAIN_TIMEOUT, Signals, stop_signal};
 use airlock_session::{Session, SessionConfig, Upstream};
+use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use crate::error::{RunError, SETUP_FAILED};
@@ -314,13 +315,14 @@ async fn run_env(
         }),
         Ok(mut child) => {
             let pid = child.id();
+            // The pid is our child, not yet reaped (the waiting task holds it).
+            let child_pid = pid
+                .and_then(|pid| i32::try_from(pid).ok())
+                .filter(|pid| *pid > 0)
+                .map(nix::unistd::Pid::from_raw);
             let forward = move |signal: i32| {
-                if let Some(pid) = pid.and_then(|pid| libc::pid_t::try_from(pid).ok()) {
-                    // SAFETY: kill has no memory-safety preconditions; the pid is our child,
-                    // not yet reaped (the waiting task holds it).
-                    unsafe {
-                        libc::kill(pid, signal);
-                    }
+                if let (Some(pid), Ok(signal)) = (child_pid, Signal::try_from(signal)) {
+                    let _ = nix::sys::signal::kill(pid, signal);
                 }
             };
             let waited = signals.forward_until(child.wait(), forward).await;

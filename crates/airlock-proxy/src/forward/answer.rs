@@ -97,7 +97,7 @@ fn write_refusal(
 /// Sends a refusal while the refused request's body is read and discarded in the
 /// background (bounded in size and time), so that a client still uploading — an HTTP/2
 /// stream especially — reads the 403 instead of a reset.
-pub(super) async fn after_draining(mut body: Incoming, response: Answered) -> Answered {
+pub(super) fn after_draining(mut body: Incoming, response: Answered) -> Answered {
     if body.is_end_stream() {
         return response;
     }

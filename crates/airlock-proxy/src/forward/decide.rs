@@ -7,6 +7,7 @@
 use airlock_policy::ask::AskKey;
 use airlock_policy::canonical::PathUnsafe;
 use airlock_policy::mode::Mode;
+use airlock_policy::model::Rule;
 use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 
@@ -17,9 +18,12 @@ use crate::context::Shared;
 use crate::identity::Destination;
 
 /// What a request is decided and forwarded as.
-pub(super) struct Decided {
+pub(super) struct Decided<'p> {
     pub(super) destination: Destination,
-    pub(super) canonical: CanonicalRequest,
+    /// The request as its audit line shows it.
+    pub(super) seen: Seen,
+    /// The `json_deny` rules that apply to its body.
+    pub(super) body_guards: Vec<&'p Rule>,
     /// The origin-form target sent upstream.
     pub(super) path_and_query: String,
     pub(super) decision: Decision,
@@ -31,46 +35,39 @@ pub(super) struct Decided {
     pub(super) route_secret: Option<String>,
 }
 
-impl Decided {
+impl Decided<'_> {
     /// Whether the request goes on: allowed, or held for an answer.
     pub(super) fn goes_on(&self) -> bool {
         self.decision.is_allow() || self.ask.is_some()
     }
+}
 
-    /// The request as its audit line shows it; an unsafe path is shown as sent
-    /// (`raw_path`), an asterisk-form `OPTIONS *` as `*`.
-    pub(super) fn seen(&self, raw_path: &str) -> Seen {
-        let canonical = &self.canonical;
-        let path = match &canonical.path {
-            Ok(path) => path.clone(),
-            Err(PathUnsafe::NotAbsolute) if self.path_and_query == "*" => "*".to_owned(),
-            Err(_) => raw_path.to_owned(),
-        };
-        Seen {
-            method: canonical.method.clone(),
-            scheme: Some(self.destination.scheme),
-            host: canonical.host.to_string(),
-            port: canonical.port,
-            path,
-            query: canonical.query.clone(),
-        }
+/// The request as its audit line shows it, taken apart from its canonical form; an
+/// unsafe path is shown as sent (`raw_path`), an asterisk-form `OPTIONS *` as `*`.
+fn seen(canonical: CanonicalRequest, scheme: &'static str, target: &str, raw_path: &str) -> Seen {
+    let path = match canonical.path {
+        Ok(path) => path,
+        Err(PathUnsafe::NotAbsolute) if target == "*" => "*".to_owned(),
+        Err(_) => raw_path.to_owned(),
+    };
+    Seen {
+        method: canonical.method,
+        scheme: Some(scheme),
+        host: canonical.host.to_string(),
+        port: canonical.port,
+        path,
+        query: canonical.query,
     }
 }
 
-/// Decides `identified` on `policy` under `mode`.
-pub(super) fn decide(policy: &CompiledPolicy, mode: Mode, identified: Identified) -> Decided {
-    let mut decided = route(policy, identified);
-    let (decision, would) = mode.apply(&decided.canonical.host, decided.decision);
-    decided.ask = mode
-        .askable(&decided.canonical.host, &decision)
-        .filter(|_| decided.canonical.path.is_ok());
-    decided.decision = decision;
-    decided.would = would;
-    decided
-}
-
-/// The policy's decision, a route followed to its upstream.
-fn route(policy: &CompiledPolicy, identified: Identified) -> Decided {
+/// Decides `identified` (whose target's path, as sent, is `raw_path`) on `policy` under
+/// `mode`.
+pub(super) fn decide<'p>(
+    policy: &'p CompiledPolicy,
+    mode: Mode,
+    identified: Identified,
+    raw_path: &str,
+) -> Decided<'p> {
     let Identified {
         destination,
         canonical,
@@ -91,13 +88,20 @@ fn route(policy: &CompiledPolicy, identified: Identified) -> Decided {
             ),
             Outcome::Decided(decision) => (destination, canonical, path_and_query, decision, None),
         };
+    let (decision, would) = mode.apply(&canonical.host, decision);
+    let ask = mode
+        .askable(&canonical.host, &decision)
+        .filter(|_| canonical.path.is_ok());
+    let body_guards = policy.body_guards(&canonical);
+    let seen = seen(canonical, destination.scheme, &path_and_query, raw_path);
     Decided {
         destination,
-        canonical,
+        seen,
+        body_guards,
         path_and_query,
         decision,
-        would: None,
-        ask: None,
+        would,
+        ask,
         route_secret,
     }
 }
@@ -114,7 +118,8 @@ pub(super) async fn hold(
     let Some(reason) = ask else {
         return (decision, false);
     };
-    match shared.asks.hold(key(), reason).await {
+    // Boxed: only a held request waits here, and every request's future would carry it.
+    match Box::pin(shared.asks.hold(key(), reason)).await {
         Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
         Asked::Refused => (decision, true),
     }

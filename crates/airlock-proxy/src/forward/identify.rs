@@ -35,7 +35,9 @@ pub(super) async fn screen(
     }
     if request.method() == Method::CONNECT {
         return Err(match context.origin {
-            Origin::Direct => connect::handle(context, request).await,
+            // Boxed: a tunnel's setup is once per connection, and its future would
+            // otherwise make every request's future larger (docs/benchmarks.md).
+            Origin::Direct => Box::pin(connect::handle(context, request)).await,
             Origin::Tunnel { .. } => malformed(
                 context,
                 &request,
@@ -60,7 +62,10 @@ pub(super) async fn screen(
 
 /// Names the request's destination and canonicalises it; a malformed target or a `Host`
 /// that contradicts the tunnel is answered here.
-pub(super) async fn identify(
+// An answer is the response itself (its body keeps the exchange inline, see body.rs);
+// boxing it would allocate on every refusal to spare a move on a path that ends here.
+#[allow(clippy::result_large_err)]
+pub(super) fn identify(
     context: &ConnContext,
     request: Request<Incoming>,
 ) -> Result<(Request<Incoming>, Identified), Answered> {
@@ -74,7 +79,7 @@ pub(super) async fn identify(
             let seen = mismatched(&context.origin, &request, host);
             let response =
                 answer::refuse(context, Decision::deny(Reason::HostMismatch, None), seen);
-            return Err(answer::after_draining(request.into_body(), response).await);
+            return Err(answer::after_draining(request.into_body(), response));
         }
     };
     let path_and_query = request

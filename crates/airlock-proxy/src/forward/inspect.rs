@@ -46,7 +46,8 @@ pub(super) async fn request_body(
             held: None,
         });
     }
-    let (bytes, held) = read_checked(context, headers, body, guards, line).await?;
+    // Boxed: most requests stream, and every request's future would carry this one.
+    let (bytes, held) = Box::pin(read_checked(context, headers, body, guards, line)).await?;
     let Some(rule) = mcp_rule else {
         return Ok(Body {
             body: Either::Right(bytes),
@@ -94,7 +95,7 @@ async fn read_checked(
         Err(Unread::Refused(Reason::Overloaded)) => {
             let decision = Decision::deny(Reason::Overloaded, rule);
             let response = answer::refuse_line(context, decision, line.clone());
-            return Err(answer::after_draining(body, response).await);
+            return Err(answer::after_draining(body, response));
         }
         Err(Unread::Refused(reason)) => Decision::deny(reason, rule),
     };

@@ -67,14 +67,41 @@ pub(super) struct Upgrade {
     pub(super) message_room: Option<Held>,
 }
 
-/// Assembles the upstream request from `parts` and `body` per `plan`; `line` is the
-/// allowed request's audit line. A target that cannot be forwarded is a 400, no room for
-/// a checked WebSocket a 503, a body coding that cannot be undone a 403.
-pub(super) async fn assemble(
+/// The upgrade `plan` asks for, its message room reserved: a checked WebSocket's client
+/// messages go through the outbound guard instead of its body, and take room for one
+/// message from the budget (no room: a 503, audited on `line`). Awaits only when the
+/// request asks for an upgrade.
+pub(super) async fn reserve_upgrade(
+    context: &ConnContext,
+    plan: &mut Plan<'_>,
+    headers: &mut HeaderMap,
+    line: &Line,
+) -> Result<Option<Upgrade>, Answered> {
+    let Some(on_client) = plan.on_client_upgrade.take() else {
+        return Ok(None);
+    };
+    let relay = prepare_upgrade(on_client, plan.guard.take(), plan.body_guards);
+    // Boxed: only an upgrade waits here, and every request's future would carry it.
+    match Box::pin(relay.reserve(context, headers)).await {
+        Ok(relay) => Ok(Some(relay)),
+        Err(Overloaded) => {
+            let decision = Decision::deny(Reason::Overloaded, line.rule.clone());
+            Err(answer::refuse_line(context, decision, line.clone()))
+        }
+    }
+}
+
+/// Assembles the upstream request from `parts` and `body` per `plan`, with the `upgrade`
+/// [`reserve_upgrade`] made ready; `line` is the allowed request's audit line. A target
+/// that cannot be forwarded is a 400, a body coding that cannot be undone a 403.
+// An answer is the response itself (its body keeps the exchange inline, see body.rs);
+// boxing it would allocate on every refusal to spare a move on a path that ends here.
+#[allow(clippy::result_large_err)]
+pub(super) fn assemble(
     context: &ConnContext,
     plan: Plan<'_>,
     (mut parts, body): (Parts, Either<Incoming, Bytes>),
-    line: Line,
+    (line, upgrade): (Line, Option<Upgrade>),
     started: Instant,
 ) -> Result<Outbound, Answered> {
     let Some(uri) = upstream_uri(plan.destination, plan.path_and_query) else {
@@ -83,27 +110,7 @@ pub(super) async fn assemble(
     let sent = Arc::new(AtomicU64::new(0));
     parts.uri = uri;
     parts.version = Version::HTTP_11;
-    let upgrade = plan.on_client_upgrade.is_some();
-    strip_hop_by_hop(&mut parts.headers, upgrade);
-    // A WebSocket's client messages go through the outbound guard instead of its body.
-    let (guard, message_guard) = if upgrade {
-        (None, plan.guard)
-    } else {
-        (plan.guard, None)
-    };
-    let upgrade = match plan.on_client_upgrade {
-        Some(on_client) => {
-            let relay = prepare_upgrade(on_client, message_guard, plan.body_guards);
-            match relay.reserve(context, &mut parts.headers).await {
-                Ok(relay) => Some(relay),
-                Err(Overloaded) => {
-                    let decision = Decision::deny(Reason::Overloaded, line.rule.clone());
-                    return Err(answer::refuse_line(context, decision, line));
-                }
-            }
-        }
-        None => None,
-    };
+    strip_hop_by_hop(&mut parts.headers, upgrade.is_some());
     parts.headers.remove(header::HOST);
     let upload = match body {
         Either::Left(streamed) => UploadBody::new(streamed, sent.clone()),
@@ -116,7 +123,7 @@ pub(super) async fn assemble(
     {
         parts.headers.remove(header::CONTENT_LENGTH);
     }
-    let guard = guard.filter(|_| !upload.is_end_stream());
+    let guard = plan.guard.filter(|_| !upload.is_end_stream());
     let inspected = guard.is_some() || plan.body_swap.is_some();
     let wants_decoding = inspected && !upload.is_end_stream();
     let Ok(decoder) = content_decoder(&mut parts.headers, wants_decoding, Limits::default()) else {

@@ -133,7 +133,9 @@ async fn respond(
         None => (parts, body, exchange),
         Some(guard) => {
             let scrub = inspectors.scrub;
-            match mcp::filter_response(context, guard, parts, body, exchange, scrub).await {
+            // Boxed: only an MCP call waits here (docs/benchmarks.md, future sizes).
+            let filtered = mcp::filter_response(context, guard, parts, body, exchange, scrub);
+            match Box::pin(filtered).await {
                 Ok(response) => return response,
                 Err(untouched) => untouched,
             }

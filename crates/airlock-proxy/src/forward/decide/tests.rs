@@ -24,8 +24,12 @@ routes:
     secret: KEY
 "#;
 
-fn policy() -> CompiledPolicy {
-    CompiledPolicy::compile(&load_str("p.yaml", POLICY).unwrap()).unwrap()
+/// The policy, compiled once (the decision borrows its body guards from it).
+fn policy() -> &'static CompiledPolicy {
+    static POLICY_COMPILED: std::sync::LazyLock<CompiledPolicy> = std::sync::LazyLock::new(|| {
+        CompiledPolicy::compile(&load_str("p.yaml", POLICY).unwrap()).unwrap()
+    });
+    &POLICY_COMPILED
 }
 
 fn identified(method: &str, scheme: &'static str, authority: &str, target: &str) -> Identified {
@@ -45,10 +49,10 @@ fn identified(method: &str, scheme: &'static str, authority: &str, target: &str)
 #[test]
 fn an_allowed_request_keeps_its_destination_and_rule() {
     let request = identified("get", "https", "api.example.com", "/v1/a?b=c");
-    let decided = decide(&policy(), Mode::Enforce, request);
+    let decided = decide(policy(), Mode::Enforce, request, "/raw");
     assert!(decided.decision.is_allow() && decided.goes_on());
     assert!(decided.route_secret.is_none() && decided.would.is_none());
-    let seen = decided.seen("/unused");
+    let seen = decided.seen;
     assert_eq!(seen.method, "GET");
     assert_eq!((seen.host.as_str(), seen.port), ("api.example.com", 443));
     assert_eq!(
@@ -61,7 +65,7 @@ fn an_allowed_request_keeps_its_destination_and_rule() {
 #[test]
 fn a_route_becomes_the_request_to_its_upstream_with_its_secret() {
     let request = identified("POST", "http", "airlock.internal", "/llm/chat?x=1");
-    let decided = decide(&policy(), Mode::Enforce, request);
+    let decided = decide(policy(), Mode::Enforce, request, "/raw");
     assert!(decided.decision.is_allow());
     assert_eq!(decided.destination.scheme, "https");
     assert_eq!(decided.destination.host.to_string(), "upstream.example.com");
@@ -73,13 +77,13 @@ fn a_route_becomes_the_request_to_its_upstream_with_its_secret() {
 #[test]
 fn report_mode_lets_a_path_refusal_through_and_ask_mode_holds_it() {
     let refused = || identified("GET", "https", "api.example.com", "/v2/a");
-    let enforced = decide(&policy(), Mode::Enforce, refused());
+    let enforced = decide(policy(), Mode::Enforce, refused(), "/raw");
     assert_eq!(enforced.decision.reason, Some(Reason::PathNotAllowed));
     assert!(!enforced.goes_on());
-    let reported = decide(&policy(), Mode::Report, refused());
+    let reported = decide(policy(), Mode::Report, refused(), "/raw");
     assert!(reported.decision.is_allow());
     assert_eq!(reported.would, Some(Reason::PathNotAllowed));
-    let asked = decide(&policy(), Mode::Ask, refused());
+    let asked = decide(policy(), Mode::Ask, refused(), "/raw");
     assert!(!asked.decision.is_allow() && asked.goes_on());
     assert_eq!(asked.ask, Some(Reason::PathNotAllowed));
 }
@@ -87,17 +91,17 @@ fn report_mode_lets_a_path_refusal_through_and_ask_mode_holds_it() {
 #[test]
 fn an_unsafe_path_is_never_held_and_is_shown_as_sent() {
     let request = identified("GET", "https", "api.example.com", "/v1/a%2Fb");
-    let decided = decide(&policy(), Mode::Ask, request);
+    let decided = decide(policy(), Mode::Ask, request, "/v1/a%2Fb");
     assert!(
         !decided.goes_on(),
         "an unsafe path is refused, not asked about"
     );
-    assert_eq!(decided.seen("/v1/a%2Fb").path, "/v1/a%2Fb");
+    assert_eq!(decided.seen.path, "/v1/a%2Fb");
 }
 
 #[test]
 fn an_unlisted_host_is_refused_for_its_host() {
     let request = identified("GET", "https", "other.example.com", "/");
-    let decided = decide(&policy(), Mode::Enforce, request);
+    let decided = decide(policy(), Mode::Enforce, request, "/raw");
     assert_eq!(decided.decision.reason, Some(Reason::HostNotAllowed));
 }
