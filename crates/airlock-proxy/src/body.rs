@@ -28,12 +28,12 @@ pub struct ProxyBody {
     kind: Kind,
 }
 
-// Boxing the exchange would cost an allocation per request; a body is created once and
-// not moved around in hot loops, so the larger variant is kept inline.
-#[allow(clippy::large_enum_variant)]
+// The streamed state (with its exchange, 456 bytes) is boxed: one allocation per
+// response costs less than moving it with every `Response` hyper and the request path
+// move (docs/benchmarks.md, "The h2 CPU per request").
 enum Kind {
     Full(Option<Bytes>),
-    Upstream(Streamed<Incoming>),
+    Upstream(Box<Streamed<Incoming>>),
 }
 
 /// The upstream's body (`Incoming`; another body in unit tests) on its way to the client.
@@ -148,7 +148,7 @@ impl ProxyBody {
     /// of bytes relayed when the body ends, fails, or is dropped by the client.
     pub fn upstream(inner: Incoming, exchange: Exchange) -> Self {
         ProxyBody {
-            kind: Kind::Upstream(Streamed::new(inner, Some(exchange), None)),
+            kind: Kind::Upstream(Box::new(Streamed::new(inner, Some(exchange), None))),
         }
     }
 
@@ -162,11 +162,11 @@ impl ProxyBody {
         scrub: ScrubStream,
     ) -> Self {
         ProxyBody {
-            kind: Kind::Upstream(Streamed::new(
+            kind: Kind::Upstream(Box::new(Streamed::new(
                 inner,
                 Some(exchange),
                 Some(Transform::Scrub(decoder.map(Box::new), scrub)),
-            )),
+            ))),
         }
     }
 
@@ -180,14 +180,14 @@ impl ProxyBody {
         scrub: Option<ScrubStream>,
     ) -> Self {
         ProxyBody {
-            kind: Kind::Upstream(Streamed::new(
+            kind: Kind::Upstream(Box::new(Streamed::new(
                 inner,
                 Some(exchange),
                 Some(Transform::Events {
                     filter: Box::new(filter),
                     scrub,
                 }),
-            )),
+            ))),
         }
     }
 }
