@@ -25,7 +25,9 @@ The connections are spread over loopback sources 127.0.0.1, 127.0.0.2, ... (at m
 source), since the proxy admits `connections_per_client` (512) per client address. The
 upstream is nginx (/usr/sbin/nginx, loopback, a throwaway PKI made with openssl) answering
 `GET /tiny` with "Hello, world\\n". --limits is written as the `limits:` of a policy file
-given with --policy (e.g. '{idle_timeout: 20s}'). Everything runs on 127.0.0.0/8; the
+given with --policy (e.g. '{idle_timeout: 20s}'); more than 1,024 connections in all need
+`--limits '{connections: 12000}'` (the proxy's default `limits.connections`, docs/policy.md).
+Everything runs on 127.0.0.0/8; the
 proxy, nginx and the temp dir are removed on exit, Ctrl-C included.
 """
 import argparse
@@ -442,13 +444,20 @@ def main():
         row("all held connections closed by the client", 0)
         after = oha(args, port, uport, ca)
 
-        proxy_log = open(os.path.join(work, "proxy.err")).read()
-        warnings = {}
-        for line in proxy_log.splitlines():
-            for key in ("connection limit reached", "connections_per_client reached",
-                        "accept failed"):
-                if key in line:
-                    warnings[key] = warnings.get(key, 0) + 1
+        # The proxy installs no tracing subscriber: its warnings (e.g. "connection limit
+        # reached") are not printed anywhere; the audit log's reasons are counted instead.
+        reasons = {}
+        try:
+            with open(os.path.join(work, "audit.jsonl")) as f:
+                for line in f:
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    key = "%s/%s" % (ev.get("kind", ev.get("type", "?")), ev.get("reason", "-"))
+                    reasons[key] = reasons.get(key, 0) + int(ev.get("count", 1) or 1)
+        except OSError:
+            pass
 
         result = {
             "proxy_nofile": proxy_nofile, "script_nofile": nofile,
@@ -458,7 +467,7 @@ def main():
             "opened": held.opened, "failed": held.failed,
             "closed_by_proxy": {s: summarize_closed(held.closed.get(s, [])) for s, n in stages if n},
             "open_at_end_of_hold": still_open,
-            "proxy_warnings": warnings,
+            "audit_lines": reasons,
         }
         if args.json:
             print(json.dumps(result, indent=2))
@@ -489,7 +498,7 @@ def main():
             print("%-24s %8d %8d %16d %14s  %d / %s" % (s, n, held.opened.get(s, 0), c["at_once"],
                                                        later, still_open.get(s, 0),
                                                        held.failed.get(s, {})))
-        print("\nproxy warnings:", warnings or "none")
+        print("\naudit lines (kind/reason: count):", reasons or "none")
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,6 +1,7 @@
 //! The `limits` section: how long a client may take over a head or an inspected body,
 //! how long an idle client connection is kept, how many bytes the proxy holds for
-//! inspection at once and how many connections one client may hold (docs/policy.md,
+//! inspection at once and how many connections one client, and all clients, may hold
+//! (docs/policy.md,
 //! "limits"). Every field is optional; combined sources keep the strictest (smallest)
 //! value of each.
 
@@ -14,6 +15,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_BUFFER_MEMORY: u64 = 256 << 20;
 /// Default of `limits.connections_per_client`.
 pub const DEFAULT_CONNECTIONS_PER_CLIENT: u32 = 512;
+/// Default of `limits.connections`.
+pub const DEFAULT_CONNECTIONS: u32 = 1024;
 
 /// The `limits` section as written; `None` = not set (the default applies).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub struct Limits {
     pub buffer_memory: Option<u64>,
     /// Concurrent connections from one client address.
     pub connections_per_client: Option<u32>,
+    /// Concurrent client connections in all.
+    pub connections: Option<u32>,
 }
 
 impl Limits {
@@ -50,6 +55,11 @@ impl Limits {
             .unwrap_or(DEFAULT_CONNECTIONS_PER_CLIENT)
     }
 
+    /// `connections` in force.
+    pub fn connections(&self) -> u32 {
+        self.connections.unwrap_or(DEFAULT_CONNECTIONS)
+    }
+
     /// Adds another source's section: of two values set, the smaller (stricter) holds.
     pub fn merge(&mut self, other: Limits) {
         self.body_timeout = smaller(self.body_timeout, other.body_timeout);
@@ -57,6 +67,7 @@ impl Limits {
         self.buffer_memory = smaller(self.buffer_memory, other.buffer_memory);
         self.connections_per_client =
             smaller(self.connections_per_client, other.connections_per_client);
+        self.connections = smaller(self.connections, other.connections);
     }
 }
 
@@ -124,11 +135,14 @@ mod tests {
             idle_timeout: Some(Duration::from_secs(5)),
             buffer_memory: Some(1 << 20),
             connections_per_client: None,
+            connections: Some(7),
         });
         assert_eq!(a.body_timeout(), Duration::from_secs(10));
         assert_eq!(a.idle_timeout(), Duration::from_secs(5));
         assert_eq!(a.buffer_memory(), 1 << 20);
         assert_eq!(a.connections_per_client(), DEFAULT_CONNECTIONS_PER_CLIENT);
+        assert_eq!(a.connections(), 7);
         assert_eq!(Limits::default().buffer_memory(), DEFAULT_BUFFER_MEMORY);
+        assert_eq!(Limits::default().connections(), DEFAULT_CONNECTIONS);
     }
 }

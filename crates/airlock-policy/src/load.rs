@@ -325,6 +325,7 @@ const LIMITS_KEYS: &[&str] = &[
     "idle_timeout",
     "buffer_memory",
     "connections_per_client",
+    "connections",
 ];
 const DLP_KEYS: &[&str] = &["credentials", "allow"];
 const DLP_ALLOW_KEYS: &[&str] = &["host", "kinds"];
@@ -1541,20 +1542,30 @@ impl Checker<'_> {
             });
         }
         if let Some(value) = fields.get("connections_per_client") {
-            match value.kind {
-                Kind::Int(number) if (1..=1_000_000).contains(&number) => {
-                    out.connections_per_client = u32::try_from(number).ok();
-                }
-                Kind::Int(number) => self.error(
-                    value.pos,
-                    format!(
-                        "limits.connections_per_client {number} is out of range: write a number from 1 to 1000000"
-                    ),
-                ),
-                _ => self.wrong_type(value, "limits.connections_per_client", "a number"),
-            }
+            out.connections_per_client = self.count_limit(value, "limits.connections_per_client");
+        }
+        if let Some(value) = fields.get("connections") {
+            out.connections = self.count_limit(value, "limits.connections");
         }
         out
+    }
+
+    /// A `limits` count (`connections`, `connections_per_client`): 1 to 1,000,000.
+    fn count_limit(&mut self, value: &Node, key: &str) -> Option<u32> {
+        match value.kind {
+            Kind::Int(number) if (1..=1_000_000).contains(&number) => u32::try_from(number).ok(),
+            Kind::Int(number) => {
+                self.error(
+                    value.pos,
+                    format!("{key} {number} is out of range: write a number from 1 to 1000000"),
+                );
+                None
+            }
+            _ => {
+                self.wrong_type(value, key, "a number");
+                None
+            }
+        }
     }
 
     /// A `limits` value written as a string (`30s`, `64MiB`) and read by `parse`.

@@ -68,13 +68,14 @@ impl Limits {
         self.idle_timeout = policy.idle_timeout();
         self.buffer_memory = policy.buffer_memory();
         self.connections_per_client = policy.connections_per_client();
+        self.max_connections = usize::try_from(policy.connections()).unwrap_or(usize::MAX);
     }
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: 1024,
+            max_connections: airlock_policy::limits::DEFAULT_CONNECTIONS as usize,
             max_header_bytes: 64 * 1024,
             max_headers: 100,
             header_read_timeout: Duration::from_secs(30),

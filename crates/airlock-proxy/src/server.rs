@@ -272,8 +272,8 @@ impl Proxy {
     }
 
     /// Admits an accepted connection under the connection cap and its client's cap
-    /// (`None`: over a cap, the connection is dropped; over the client's cap it is also
-    /// audited, identical lines folding).
+    /// (`None`: over a cap, the connection is dropped and audited, identical lines
+    /// folding).
     fn admit(
         &self,
         stream: &TcpStream,
@@ -281,7 +281,9 @@ impl Proxy {
         head_tap: Option<HeadTap>,
     ) -> Option<Arc<ConnContext>> {
         let Ok(permit) = self.connections.clone().try_acquire_owned() else {
-            tracing::warn!("connection limit reached: closing a connection from {peer}");
+            tracing::warn!("limits.connections reached: closing a connection from {peer}");
+            let line = Line::tcp_refused(peer.ip().to_string(), 0, 0, Reason::Overloaded);
+            line.write(&self.shared.audit);
             return None;
         };
         let Some(client) = self.per_client.admit(peer.ip()) else {
@@ -306,7 +308,6 @@ impl Proxy {
     }
 }
 
-/// Backs off briefly after a failed accept (usually EMFILE) instead of spinning.
 /// aws-lc seeds its random generator on first use, once per process, with CPU jitter
 /// entropy: 50–80 ms of CPU that otherwise lands inside the first client's TLS handshake
 /// (docs/benchmarks.md, "Start-up"). Drawn here on a thread of its own, so that the proxy
@@ -326,6 +327,7 @@ fn warm_random() {
     }
 }
 
+/// Backs off briefly after a failed accept (usually EMFILE) instead of spinning.
 async fn accept_failed(error: std::io::Error) {
     tracing::warn!("accept failed: {error}");
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -12,14 +12,16 @@ fn defaults_apply_when_absent_and_values_load() {
     assert_eq!(limits.idle_timeout(), Duration::from_secs(90));
     assert_eq!(limits.buffer_memory(), 256 << 20);
     assert_eq!(limits.connections_per_client(), 512);
+    assert_eq!(limits.connections(), 1024);
     let limits = load(
-        "version: 1\nlimits:\n  body_timeout: 5s\n  idle_timeout: 2m\n  buffer_memory: 64MiB\n  connections_per_client: 8\n",
+        "version: 1\nlimits:\n  body_timeout: 5s\n  idle_timeout: 2m\n  buffer_memory: 64MiB\n  connections_per_client: 8\n  connections: 20000\n",
     )
     .limits;
     assert_eq!(limits.body_timeout(), Duration::from_secs(5));
     assert_eq!(limits.idle_timeout(), Duration::from_secs(120));
     assert_eq!(limits.buffer_memory(), 64 << 20);
     assert_eq!(limits.connections_per_client(), 8);
+    assert_eq!(limits.connections(), 20000);
 }
 
 #[test]
@@ -36,6 +38,15 @@ fn bad_values_are_located() {
     let (line, _, message) = error("version: 1\nlimits:\n  connections_per_client: 0\n");
     assert_eq!(line, 3);
     assert!(message.contains("out of range"), "{message}");
+    let (line, _, message) = error("version: 1\nlimits:\n  connections: 2000000\n");
+    assert_eq!(line, 3);
+    assert!(
+        message.contains("limits.connections 2000000 is out of range"),
+        "{message}"
+    );
+    let (line, _, message) = error("version: 1\nlimits:\n  connections: many\n");
+    assert_eq!(line, 3);
+    assert!(message.contains("limits.connections"), "{message}");
     let (line, _, message) = error("version: 1\nlimits:\n  idle_timeot: 1s\n");
     assert_eq!(line, 3);
     assert!(message.contains("idle_timeout"), "{message}");
@@ -43,11 +54,12 @@ fn bad_values_are_located() {
 
 #[test]
 fn combined_sources_keep_the_strictest() {
-    let a = load("version: 1\nlimits: {buffer_memory: 64MiB, body_timeout: 10s}\n");
-    let b = load("version: 1\nlimits: {buffer_memory: 1GiB, idle_timeout: 5s}\n");
+    let a = load("version: 1\nlimits: {buffer_memory: 64MiB, body_timeout: 10s, connections: 9}\n");
+    let b = load("version: 1\nlimits: {buffer_memory: 1GiB, idle_timeout: 5s, connections: 100}\n");
     let combined =
         Policy::combine(vec![(Some("a.yaml".into()), a), (Some("b.yaml".into()), b)]).unwrap();
     assert_eq!(combined.limits.buffer_memory(), 64 << 20);
     assert_eq!(combined.limits.body_timeout(), Duration::from_secs(10));
     assert_eq!(combined.limits.idle_timeout(), Duration::from_secs(5));
+    assert_eq!(combined.limits.connections(), 9);
 }

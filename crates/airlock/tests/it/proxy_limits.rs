@@ -361,6 +361,55 @@ fn connections_over_the_client_cap_are_refused() {
     assert_eq!(line["kind"], "tcp", "{line}");
 }
 
+/// `limits.connections` caps all clients together: with three addresses under their own
+/// cap, the fifth connection in all is closed at accept and audited with its address.
+#[test]
+fn connections_over_the_total_cap_are_refused_and_audited() {
+    let pki = TestPki::new();
+    let proxy = start(&pki, 9, "{connections: 4, connections_per_client: 3}");
+    let port = proxy.port();
+    runtime().block_on(async {
+        let mut held = Vec::new();
+        for source in ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"] {
+            held.push(connect_from(source, port).await);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut over = connect_from("127.0.0.3", port).await;
+        let _ = over.write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n").await;
+        let (response, closed) = read_to_close(&mut over, Duration::from_secs(5)).await;
+        assert!(closed.is_some(), "the fifth connection stayed open");
+        assert!(response.is_empty(), "{}", String::from_utf8_lossy(&response));
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut again = connect_from("127.0.0.3", port).await;
+        again
+            .write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let (response, _) = read_to_close(&mut again, Duration::from_secs(5)).await;
+        assert_eq!(status_of(&response), 403, "{}", String::from_utf8_lossy(&response));
+    });
+    let line = proxy.audit_line_where("the refused connection", |l| l["reason"] == "overloaded");
+    assert_eq!(
+        (line["kind"].as_str(), line["host"].as_str()),
+        (Some("tcp"), Some("127.0.0.3")),
+        "{line}"
+    );
+}
+
+/// A connection to the proxy from the loopback address `source`.
+async fn connect_from(source: &str, port: u16) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    let source: std::net::IpAddr = source.parse().expect("address");
+    socket
+        .bind((source, 0).into())
+        .expect("bind the source address");
+    socket
+        .connect(([127, 0, 0, 1], port).into())
+        .await
+        .expect("connect")
+}
+
 #[test]
 fn a_bad_limits_value_fails_policy_check_with_its_place() {
     let dir = tempfile::tempdir().expect("tempdir");
