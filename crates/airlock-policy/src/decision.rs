@@ -58,8 +58,9 @@ pub enum Reason {
     CredentialOutbound,
     /// An MCP `tools/call` passed an argument value its tool's argument guard refuses.
     McpArgumentDenied,
-    /// The proxy's inspection memory (`limits.buffer_memory`) or a client's connection cap
-    /// (`limits.connections_per_client`) is taken: answered 503, not a policy refusal.
+    /// The proxy's inspection memory (`limits.buffer_memory`) or a connection cap
+    /// (`limits.connections_per_client`, `limits.connections`) is taken: answered 503 (a
+    /// connection: closed at accept), not a policy refusal.
     Overloaded,
 }
 
@@ -241,7 +242,7 @@ impl Reason {
             ),
             Reason::Overloaded => (
                 format!("airlock is holding as many bodies for inspection as its limits allow; {method} {path} was not read"),
-                "retry later, or raise limits.buffer_memory (or limits.connections_per_client) in airlock.yaml"
+                "retry later, or raise limits.buffer_memory (for connections: limits.connections_per_client or limits.connections) in airlock.yaml"
                     .to_owned(),
             ),
         };

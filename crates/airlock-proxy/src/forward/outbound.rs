@@ -77,6 +77,13 @@ pub(super) async fn reserve_upgrade(
     headers: &mut HeaderMap,
     line: &Line,
 ) -> Result<Option<Upgrade>, Answered> {
+    // A target that cannot be forwarded is refused by `assemble` first, as a 400, without
+    // waiting for room.
+    if plan.on_client_upgrade.is_none()
+        || upstream_uri(plan.destination, plan.path_and_query).is_none()
+    {
+        return Ok(None);
+    }
     let Some(on_client) = plan.on_client_upgrade.take() else {
         return Ok(None);
     };
