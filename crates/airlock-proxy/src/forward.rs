@@ -133,9 +133,9 @@ async fn steps(
         &line,
     )
     .await?;
+    let uri = outbound::target(context, &destination, &path_and_query, &line)?;
     let mut plan = outbound::Plan {
-        destination: &destination,
-        path_and_query: &path_and_query,
+        uri,
         on_client_upgrade,
         guard,
         body_swap,

@@ -34,9 +34,8 @@ use crate::websocket;
 
 /// What the earlier steps decided the upstream request carries.
 pub(super) struct Plan<'a> {
-    pub(super) destination: &'a Destination,
-    /// The origin-form target, credentials swapped.
-    pub(super) path_and_query: &'a str,
+    /// The upstream target ([`target`]).
+    pub(super) uri: Uri,
     /// The client's side of the upgrade the request asks for.
     pub(super) on_client_upgrade: Option<OnUpgrade>,
     /// The outbound guard's search of the body (of the messages, for an upgrade).
@@ -77,13 +76,6 @@ pub(super) async fn reserve_upgrade(
     headers: &mut HeaderMap,
     line: &Line,
 ) -> Result<Option<Upgrade>, Answered> {
-    // A target that cannot be forwarded is refused by `assemble` first, as a 400, without
-    // waiting for room.
-    if plan.on_client_upgrade.is_none()
-        || upstream_uri(plan.destination, plan.path_and_query).is_none()
-    {
-        return Ok(None);
-    }
     let Some(on_client) = plan.on_client_upgrade.take() else {
         return Ok(None);
     };
@@ -98,11 +90,26 @@ pub(super) async fn reserve_upgrade(
     }
 }
 
+/// The upstream target, `scheme://host[:port]` of `destination` with the origin-form
+/// `path_and_query` (credentials swapped); one that cannot be forwarded is a 400, audited
+/// on `line` as malformed.
+// An answer is the response itself (152 bytes); boxing it would allocate on every
+// refusal to spare a move on a path that ends here.
+#[allow(clippy::result_large_err)]
+pub(super) fn target(
+    context: &ConnContext,
+    destination: &Destination,
+    path_and_query: &str,
+    line: &Line,
+) -> Result<Uri, Answered> {
+    upstream_uri(destination, path_and_query).ok_or_else(|| unforwardable(context, line.clone()))
+}
+
 /// Assembles the upstream request from `parts` and `body` per `plan`, with the `upgrade`
-/// [`reserve_upgrade`] made ready; `line` is the allowed request's audit line. A target
-/// that cannot be forwarded is a 400, a body coding that cannot be undone a 403.
-// An answer is the response itself (its body keeps the exchange inline, see body.rs);
-// boxing it would allocate on every refusal to spare a move on a path that ends here.
+/// [`reserve_upgrade`] made ready; `line` is the allowed request's audit line. A body
+/// coding that cannot be undone is a 403.
+// An answer is the response itself (152 bytes); boxing it would allocate on every
+// refusal to spare a move on a path that ends here.
 #[allow(clippy::result_large_err)]
 pub(super) fn assemble(
     context: &ConnContext,
@@ -111,11 +118,8 @@ pub(super) fn assemble(
     (line, upgrade): (Line, Option<Upgrade>),
     started: Instant,
 ) -> Result<Outbound, Answered> {
-    let Some(uri) = upstream_uri(plan.destination, plan.path_and_query) else {
-        return Err(unforwardable(context, line));
-    };
     let sent = Arc::new(AtomicU64::new(0));
-    parts.uri = uri;
+    parts.uri = plan.uri;
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers, upgrade.is_some());
     parts.headers.remove(header::HOST);
