@@ -334,29 +334,8 @@ fn an_idle_h2_connection_gets_goaway() {
 fn connections_over_the_client_cap_are_refused() {
     let pki = TestPki::new();
     let proxy = start(&pki, 9, "{connections_per_client: 4}");
-    let port = proxy.port();
-    runtime().block_on(async {
-        let mut held = Vec::new();
-        for _ in 0..4 {
-            held.push(TcpStream::connect(("127.0.0.1", port)).await.expect("connect"));
-        }
-        // The proxy admits in accept order: let it take the four first.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut over = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-        let _ = over.write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n").await;
-        let (response, closed) = read_to_close(&mut over, Duration::from_secs(5)).await;
-        assert!(closed.is_some(), "the fifth connection stayed open");
-        assert!(response.is_empty(), "{}", String::from_utf8_lossy(&response));
-        drop(held);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut again = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-        again
-            .write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nConnection: close\r\n\r\n")
-            .await
-            .expect("request");
-        let (response, _) = read_to_close(&mut again, Duration::from_secs(5)).await;
-        assert_eq!(status_of(&response), 403, "{}", String::from_utf8_lossy(&response));
-    });
+    let sources = ["127.0.0.1"; 4];
+    refused_at_accept_then_served(proxy.port(), &sources, "127.0.0.1");
     let line = proxy.audit_line_where("the refused connection", |l| l["reason"] == "overloaded");
     assert_eq!(line["kind"], "tcp", "{line}");
 }
@@ -367,21 +346,35 @@ fn connections_over_the_client_cap_are_refused() {
 fn connections_over_the_total_cap_are_refused_and_audited() {
     let pki = TestPki::new();
     let proxy = start(&pki, 9, "{connections: 4, connections_per_client: 3}");
-    let port = proxy.port();
+    let sources = ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"];
+    refused_at_accept_then_served(proxy.port(), &sources, "127.0.0.3");
+    let line = proxy.audit_line_where("the refused connection", |l| l["reason"] == "overloaded");
+    assert_eq!(
+        (line["kind"].as_str(), line["host"].as_str()),
+        (Some("tcp"), Some("127.0.0.3")),
+        "{line}"
+    );
+}
+
+/// Holds one connection from each of `held`, then checks that a further one from `over`
+/// is closed at accept without an answer, and that once the held ones are gone a request
+/// from `over` is answered (403: the host is not allowed).
+fn refused_at_accept_then_served(port: u16, held: &[&str], over: &str) {
     runtime().block_on(async {
-        let mut held = Vec::new();
-        for source in ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"] {
-            held.push(connect_from(source, port).await);
+        let mut holding = Vec::new();
+        for source in held {
+            holding.push(connect_from(source, port).await);
         }
+        // The proxy admits in accept order: let it take the held ones first.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut over = connect_from("127.0.0.3", port).await;
-        let _ = over.write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n").await;
-        let (response, closed) = read_to_close(&mut over, Duration::from_secs(5)).await;
-        assert!(closed.is_some(), "the fifth connection stayed open");
+        let mut refused = connect_from(over, port).await;
+        let _ = refused.write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\n\r\n").await;
+        let (response, closed) = read_to_close(&mut refused, Duration::from_secs(5)).await;
+        assert!(closed.is_some(), "the connection over the cap stayed open");
         assert!(response.is_empty(), "{}", String::from_utf8_lossy(&response));
-        drop(held);
+        drop(holding);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut again = connect_from("127.0.0.3", port).await;
+        let mut again = connect_from(over, port).await;
         again
             .write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nConnection: close\r\n\r\n")
             .await
@@ -389,12 +382,6 @@ fn connections_over_the_total_cap_are_refused_and_audited() {
         let (response, _) = read_to_close(&mut again, Duration::from_secs(5)).await;
         assert_eq!(status_of(&response), 403, "{}", String::from_utf8_lossy(&response));
     });
-    let line = proxy.audit_line_where("the refused connection", |l| l["reason"] == "overloaded");
-    assert_eq!(
-        (line["kind"].as_str(), line["host"].as_str()),
-        (Some("tcp"), Some("127.0.0.3")),
-        "{line}"
-    );
 }
 
 /// A connection to the proxy from the loopback address `source`.
