@@ -9,6 +9,9 @@
 
 mod ca_cmd;
 mod error;
+// Unsafe allowed in this module only: the allocator's tuning call, under its SAFETY comment.
+#[allow(unsafe_code)]
+mod heap;
 mod mcp_cmd;
 mod mcp_relay;
 mod policy_args;
@@ -61,6 +64,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    heap::keep_freed_memory();
     match try_main() {
         Ok(status) => status,
         Err(error) => error.report(),
