@@ -28,6 +28,10 @@ pub struct ProxyArgs {
     /// Address to accept proxy connections on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Worker threads serving connections, 1 to 1024 (default: one fewer than the
+    /// machine's cores, at least one).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Audit log destination: a file (appended to) or `-` for stdout.
     #[arg(long, value_name = "FILE|-")]
     pub log: Option<String>,
@@ -89,13 +93,20 @@ pub fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
     let token =
         airlock_session::admin::read_token(args.admin.as_ref(), args.admin_token_file.as_deref())
             .map_err(ProxyError::Setup)?;
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = args.threads.map_or_else(default_threads, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .build()
         .map_err(ProxyError::Runtime)?;
     runtime.block_on(serve(args, config, token))
+}
+
+/// One worker thread fewer than the machine's cores, at least one: the proxy shares the
+/// machine with the programs it serves, and every further worker adds hand-offs of tasks
+/// between threads (docs/benchmarks.md, "One worker fewer than the cores").
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
 /// Starts the proxy, its admin API and reloads, and serves until SIGTERM/SIGINT.

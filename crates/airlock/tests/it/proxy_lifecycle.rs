@@ -1,5 +1,5 @@
 //! Process life of `airlock proxy`: SIGTERM ends it promptly with status 0, idle or after
-//! serving.
+//! serving; `--threads` sets its worker threads, and a count out of range is a usage error.
 
 use std::time::{Duration, Instant};
 
@@ -36,4 +36,42 @@ fn sigterm_after_serving_exits_zero_promptly() {
         .terminate(PROMPT)
         .unwrap_or_else(|| panic!("still running {PROMPT:?} after SIGTERM"));
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}
+
+#[test]
+fn one_worker_thread_serves() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let mut proxy = ProxyBuilder::new(&pki)
+        .arg("--threads")
+        .arg("1")
+        .allow(&format!("localhost:{}", upstream.port()))
+        .resolve_loopback("localhost")
+        .start();
+    let url = format!("https://localhost:{}/echo/x", upstream.port());
+    for _ in 0..3 {
+        let response = curl(&proxy, &pki, &CurlRequest::get(&url));
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    proxy.audit(3);
+    let status = proxy.terminate(PROMPT);
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
+#[test]
+fn a_thread_count_out_of_range_is_a_usage_error() {
+    let pki = TestPki::new();
+    for count in ["0", "1025", "many"] {
+        let (status, stderr) = ProxyBuilder::new(&pki)
+            .arg("--threads")
+            .arg(count)
+            .allow("localhost:443")
+            .start_expecting_exit(PROMPT);
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(2),
+            "--threads {count}: {stderr}"
+        );
+        assert!(stderr.contains("--threads"), "--threads {count}: {stderr}");
+    }
 }
