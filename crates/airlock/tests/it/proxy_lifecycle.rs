@@ -58,6 +58,39 @@ fn one_worker_thread_serves() {
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
 
+/// `--threads N` is the runtime's worker count: eight workers show as at least eight tokio
+/// threads, one worker as fewer (tokio's few blocking-pool threads share the name). Either
+/// assertion fails if the flag is ignored, whatever the machine's default.
+#[test]
+fn threads_sets_the_runtime_workers() {
+    let pki = TestPki::new();
+    let count_with = |threads: &str| {
+        let mut proxy = ProxyBuilder::new(&pki)
+            .arg("--threads")
+            .arg(threads)
+            .allow("localhost:443")
+            .start();
+        let count = tokio_threads(proxy.pid());
+        proxy.terminate(PROMPT);
+        count
+    };
+    let eight = count_with("8");
+    assert!(eight >= 8, "--threads 8: {eight} tokio threads");
+    let one = count_with("1");
+    assert!(one < 8, "--threads 1: {one} tokio threads");
+}
+
+/// The process's threads named as tokio names its runtime threads.
+fn tokio_threads(pid: u32) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("read /proc/PID/task");
+    tasks
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.starts_with("tokio"))
+        })
+        .count()
+}
+
 #[test]
 fn a_thread_count_out_of_range_is_a_usage_error() {
     let pki = TestPki::new();
