@@ -8,7 +8,10 @@
 #
 # The cargo build shares the workspace's target directory (CARGO_TARGET_DIR, default
 # ./target). pytest exiting 5 (nothing collected) is a failure. Needs network access to
-# PyPI (maturin, pytest) and the cargo registry, or their caches.
+# PyPI (maturin, pytest) and the cargo registry, or their caches. With
+# AIRLOCK_TEST_REQUIRE=1 (.ci/run exports it) a test that cannot run here (no namespaces,
+# no Docker engine, not root) fails instead of skipping (skip_or_fail in
+# python/tests/conftest.py); pytest lists every skip with its reason (-rs) either way.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-python3}"
@@ -39,7 +42,7 @@ print("airlock module:", airlock.__file__)
 echo "== pytest python/tests"
 started=$SECONDS
 status=0
-(cd / && timeout "${AIRLOCK_PY_TEST_TIMEOUT:-1800}" "$venv/bin/python" -m pytest -p no:cacheprovider -q \
+(cd / && timeout "${AIRLOCK_PY_TEST_TIMEOUT:-1800}" "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs \
   --rootdir "$root/python/tests" "$root/python/tests") || status=$?
 echo "pytest took $((SECONDS - started)) s"
 if [[ $status -eq 5 ]]; then

@@ -6,7 +6,8 @@
 #
 # a 10,000 concurrent connections   b slowloris heads + bodies   c HTTP/2 stream floods
 # d upstream resets mid-body        e policy replaced 100+100 times under load
-# f audit log on a full disk (one client)  g the same with 8 concurrent clients
+# f audit log on a full disk (one client), then space freed: service must return
+# g the same with 8 concurrent clients
 # Prints a markdown table (scenario, served, lost, peak RSS, peak fds, notes); exits 1 if a
 # scenario lost a request or failed its check. State: $SOAK_STATE (default target/soak).
 set -euo pipefail

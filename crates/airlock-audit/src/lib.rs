@@ -3,11 +3,17 @@
 //!
 //! [`AuditLog::record`] never blocks: it stamps the event and hands it to a writer thread
 //! through a bounded queue. The writer folds repeated identical events into one line with
-//! `count` ([`fold`]), serialises with serde_json, redacts query values, batches writes
-//! (flushing whenever the queue drains) and, for a file opened with a maximum size, rotates
-//! it ([`LogOptions`], [`output`]). A full queue or a failed write (a full disk, a rotation
-//! that cannot be done) makes the log unhealthy for good; the proxy checks
-//! [`AuditLog::healthy`] and refuses every request from then on (fail closed).
+//! `count` ([`fold`]), serialises with serde_json, redacts query values, writes in batches
+//! (whatever is queued, at once) and, for a file opened with a maximum size, rotates it
+//! ([`LogOptions`], [`output`]). [`AuditLog::record_acked`] also returns an [`Ack`] that
+//! resolves once the line's batch is written: the proxy holds an answer until then, so
+//! that no answer reaches a client without its line (docs/reliability.md).
+//!
+//! A full queue or a failed write (a full disk, a read-only file system, a rotation that
+//! cannot be done) makes the log *unavailable*: the proxy checks [`AuditLog::admit`] and
+//! refuses requests (fail closed) while the writer tries again every [`RETRY_INTERVAL`]
+//! ([`AuditLog::retry_now`] on SIGHUP); the first line written again says how long the log
+//! was unavailable and how many requests were refused ([`writer`]).
 //!
 //! # Line format
 //!
@@ -20,7 +26,10 @@
 //!
 //! `ts kind decision would asked rule reason method scheme host port path query status
 //! bytes_up bytes_down ms secrets conn name qtype server tool argument form credential
-//! message phase count`
+//! message phase refused lost count`
+//!
+//! `refused` and `lost` appear only on the `kind: audit` line written when the log can be
+//! written again after an outage ([`writer`]).
 //!
 //! `server` names the stdio MCP server of an `airlock mcp` line; `argument` names the
 //! guarded argument that refused an MCP call (`mcp_argument_denied`), never its value.
@@ -33,23 +42,28 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ack;
 pub mod fold;
 pub mod output;
+pub mod writer;
 
 use std::borrow::Cow;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::fold::{Folds, Pending};
-use crate::output::{Output, Rotation, open_append};
+use crate::ack::Acker;
+pub use crate::ack::{Ack, Unavailable};
+use crate::output::{Output, Rotation};
 pub use crate::output::{ROTATED_KEEP, number_and_unit, parse_size};
+pub use crate::writer::RETRY_INTERVAL;
+use crate::writer::Writer;
 
 /// How many events may wait for the writer before the log is declared unhealthy.
 pub const QUEUE_CAPACITY: usize = 65_536;
@@ -74,6 +88,10 @@ pub enum Kind {
     Ws,
     /// A policy change (admin API).
     Policy,
+    /// The audit log itself: written again after an outage, or its file reopened.
+    Audit,
+    /// A file the end-of-run check quarantined (or could not check), by name only.
+    Fs,
 }
 
 /// Allowed or refused.
@@ -163,6 +181,10 @@ pub struct AuditEvent {
     pub message: Option<String>,
     /// `open` or `close` for a long-lived `tcp` or `ws` connection.
     pub phase: Option<Phase>,
+    /// Requests refused while the log was unavailable (`audit` lines).
+    pub refused: Option<u64>,
+    /// Lines that could not be written while the log was unavailable (`audit` lines).
+    pub lost: Option<u64>,
 }
 
 /// Why the log could not be opened.
@@ -197,14 +219,23 @@ struct Inner {
 }
 
 /// Shared between the handles and the writer thread.
-struct Health {
-    healthy: AtomicBool,
+pub(crate) struct Health {
+    /// `false` while the log is unavailable.
+    pub(crate) healthy: AtomicBool,
     /// Applied to every serialised line before it is written ([`AuditLog::redact_with`]).
-    filter: OnceLock<LineFilter>,
+    pub(crate) filter: OnceLock<LineFilter>,
     /// Handed every line as written ([`AuditLog::tap_with`]).
-    tap: OnceLock<LineTap>,
-    /// Serialises the one-time stderr notice.
-    reported: Mutex<bool>,
+    pub(crate) tap: OnceLock<LineTap>,
+    /// When the current outage began, in microseconds since the epoch (0: none).
+    since_micros: AtomicU64,
+    /// Requests refused during the current outage.
+    pub(crate) refused: AtomicU64,
+    /// Lines lost during the current outage.
+    pub(crate) lost: AtomicU64,
+    /// Requests refused for the log since it was opened.
+    refused_total: AtomicU64,
+    /// Outages since the log was opened.
+    outages: AtomicU64,
 }
 
 impl std::fmt::Debug for Health {
@@ -218,15 +249,75 @@ impl std::fmt::Debug for Health {
 }
 
 impl Health {
-    /// Marks the log unhealthy; prints the notice the first time only.
-    fn fail(&self, why: &str) {
-        self.healthy.store(false, Ordering::SeqCst);
-        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*reported {
-            *reported = true;
-            eprintln!("airlock: audit log write failed ({why}): refusing all traffic");
+    fn new() -> Self {
+        Health {
+            healthy: AtomicBool::new(true),
+            filter: OnceLock::new(),
+            tap: OnceLock::new(),
+            since_micros: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            refused_total: AtomicU64::new(0),
+            outages: AtomicU64::new(0),
         }
     }
+
+    /// Marks the log unavailable; the first failure of an outage says so on stderr.
+    pub(crate) fn fail(&self, why: &str) {
+        if self.healthy.swap(false, Ordering::SeqCst) {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            let micros = u64::try_from(now.as_micros()).unwrap_or(u64::MAX).max(1);
+            self.since_micros.store(micros, Ordering::SeqCst);
+            self.outages.fetch_add(1, Ordering::SeqCst);
+            eprintln!(
+                "airlock: audit log write failed ({why}): refusing all traffic until it can \
+                 be written again (tried every {} s; `airlock proxy` also tries on SIGHUP)",
+                writer::RETRY_INTERVAL.as_secs()
+            );
+        }
+    }
+
+    /// Marks the log available again after an outage of `elapsed`.
+    pub(crate) fn recover(&self, elapsed: Duration, refused: u64) {
+        self.since_micros.store(0, Ordering::SeqCst);
+        self.healthy.store(true, Ordering::SeqCst);
+        eprintln!(
+            "airlock: audit log written again after {:.1} s unavailable ({refused} request(s) \
+             refused meanwhile): serving",
+            elapsed.as_secs_f64()
+        );
+    }
+
+    /// Counts one request refused because the log is unavailable.
+    pub(crate) fn refuse(&self) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        self.refused_total.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// When the current outage began (RFC 3339), or an empty string.
+    pub(crate) fn since(&self) -> String {
+        match self.since_micros.load(Ordering::SeqCst) {
+            0 => String::new(),
+            micros => format_timestamp(UNIX_EPOCH + Duration::from_micros(micros)),
+        }
+    }
+}
+
+/// The state of the log, for `/healthz` and `/metrics` (docs/operations.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Lines are being written (requests are served).
+    pub healthy: bool,
+    /// When the current outage began (RFC 3339 UTC), while unavailable.
+    pub unavailable_since: Option<String>,
+    /// Requests refused during the current outage.
+    pub refused: u64,
+    /// Requests refused because the log was unavailable, since it was opened.
+    pub refused_total: u64,
+    /// Outages since the log was opened.
+    pub outages: u64,
 }
 
 /// A last rewrite of each serialised line (the credentials' redactor: a real secret value
@@ -237,9 +328,17 @@ pub type LineFilter = Arc<dyn for<'a> Fn(&'a str) -> Cow<'a, str> + Send + Sync>
 /// on the writer thread: it must not block (hand the line on with a non-blocking send).
 pub type LineTap = Arc<dyn Fn(&str) + Send + Sync>;
 
-enum Message {
-    Event { ts: String, event: Box<AuditEvent> },
+pub(crate) enum Message {
+    /// One event, acknowledged (`ack`) or not.
+    Event {
+        ts: String,
+        event: Box<AuditEvent>,
+        ack: Option<Acker>,
+    },
+    /// Write everything, then answer.
     Flush(SyncSender<()>),
+    /// Try an unavailable log again now.
+    Retry,
 }
 
 impl AuditLog {
@@ -253,27 +352,21 @@ impl AuditLog {
     /// ([`output`]); stdout never is.
     pub fn open_with(dest: &str, options: LogOptions) -> Result<AuditLog, AuditError> {
         if dest == "-" {
-            return Self::with_sink(Output::new(Box::new(io::stdout()), None), QUEUE_CAPACITY);
+            return Self::with_sink(Output::new(Box::new(io::stdout())), QUEUE_CAPACITY);
         }
-        let open_error = |source| AuditError::Open {
-            path: dest.to_owned(),
-            source,
-        };
-        let file = open_append(dest.as_ref()).map_err(open_error)?;
-        let rotation = match options.max_size {
-            Some(max_size) => {
-                let size = file.metadata().map_err(open_error)?.len();
-                Some(Rotation::new(PathBuf::from(dest), max_size, size))
-            }
-            None => None,
-        };
-        Self::with_sink(Output::new(Box::new(file), rotation), QUEUE_CAPACITY)
+        let rotation = options.max_size.map(Rotation::new);
+        let output =
+            Output::file(PathBuf::from(dest), rotation).map_err(|source| AuditError::Open {
+                path: dest.to_owned(),
+                source,
+            })?;
+        Self::with_sink(output, QUEUE_CAPACITY)
     }
 
     /// A log that writes nowhere but still serialises, filters and hands every line to its
     /// [tap](AuditLog::tap_with) (no `--log`, but an admin API streaming events).
     pub fn discarding() -> Result<AuditLog, AuditError> {
-        Self::with_sink(Output::new(Box::new(io::sink()), None), QUEUE_CAPACITY)
+        Self::with_sink(Output::new(Box::new(io::sink())), QUEUE_CAPACITY)
     }
 
     /// A log that drops every event and is always healthy (no `--log`).
@@ -283,12 +376,7 @@ impl AuditLog {
 
     fn with_sink(sink: Output, capacity: usize) -> Result<AuditLog, AuditError> {
         let (sender, receiver) = mpsc::sync_channel(capacity);
-        let state = Arc::new(Health {
-            healthy: AtomicBool::new(true),
-            filter: OnceLock::new(),
-            tap: OnceLock::new(),
-            reported: Mutex::new(false),
-        });
+        let state = Arc::new(Health::new());
         let writer_state = Arc::clone(&state);
         let writer = std::thread::Builder::new()
             .name("airlock-audit".to_owned())
@@ -304,8 +392,30 @@ impl AuditLog {
     }
 
     /// Records one event without blocking: stamps `ts` now and queues it for the writer. If
-    /// the queue is full the log becomes unhealthy (and the event is lost).
+    /// the queue is full the log becomes unavailable (and the event is lost).
     pub fn record(&self, event: AuditEvent) {
+        self.queue(event, None);
+    }
+
+    /// Records one event as [`AuditLog::record`] does and returns the writer's
+    /// acknowledgement: it resolves once the batch holding the line is written (`Ok`), or
+    /// at once with `Err` when the log is unavailable (the line is then lost and counted
+    /// as a refused request). A disabled log acknowledges at once.
+    pub fn record_acked(&self, event: AuditEvent) -> Ack {
+        let Some(inner) = &self.inner else {
+            return Ack::ready(true);
+        };
+        if !inner.state.healthy.load(Ordering::SeqCst) {
+            inner.state.lost.fetch_add(1, Ordering::SeqCst);
+            inner.state.refuse();
+            return Ack::ready(false);
+        }
+        let (ack, acker) = Ack::pending();
+        self.queue(event, Some(acker));
+        ack
+    }
+
+    fn queue(&self, event: AuditEvent, ack: Option<Acker>) {
         let Some(inner) = &self.inner else {
             return;
         };
@@ -313,13 +423,58 @@ impl AuditLog {
             return;
         };
         let ts = format_timestamp(SystemTime::now());
-        match sender.try_send(Message::Event {
+        let message = Message::Event {
             ts,
             event: Box::new(event),
-        }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => inner.state.fail("queue full"),
-            Err(TrySendError::Disconnected(_)) => inner.state.fail("writer stopped"),
+            ack,
+        };
+        // A message not sent drops its acker, which resolves as not written.
+        let why = match sender.try_send(message) {
+            Ok(()) => return,
+            Err(TrySendError::Full(_)) => "queue full",
+            Err(TrySendError::Disconnected(_)) => "writer stopped",
+        };
+        inner.state.lost.fetch_add(1, Ordering::SeqCst);
+        inner.state.fail(why);
+    }
+
+    /// Whether a request may be served: `true` while the log is available; otherwise
+    /// counts the request as refused for the log and returns `false`.
+    pub fn admit(&self) -> bool {
+        match &self.inner {
+            None => true,
+            Some(inner) if inner.state.healthy.load(Ordering::SeqCst) => true,
+            Some(inner) => {
+                inner.state.refuse();
+                false
+            }
+        }
+    }
+
+    /// Asks the writer to try an unavailable log again now rather than at its next
+    /// [`RETRY_INTERVAL`] (SIGHUP); does nothing while the log is available.
+    pub fn retry_now(&self) {
+        if let Some(sender) = self.inner.as_ref().and_then(|inner| inner.sender.as_ref()) {
+            let _ = sender.try_send(Message::Retry);
+        }
+    }
+
+    /// The log's state ([`Status`]).
+    pub fn status(&self) -> Status {
+        let Some(inner) = &self.inner else {
+            return Status {
+                healthy: true,
+                ..Status::default()
+            };
+        };
+        let state = &inner.state;
+        let healthy = state.healthy.load(Ordering::SeqCst);
+        Status {
+            healthy,
+            unavailable_since: (!healthy).then(|| state.since()).filter(|s| !s.is_empty()),
+            refused: state.refused.load(Ordering::SeqCst),
+            refused_total: state.refused_total.load(Ordering::SeqCst),
+            outages: state.outages.load(Ordering::SeqCst),
         }
     }
 
@@ -339,7 +494,8 @@ impl AuditLog {
         }
     }
 
-    /// `false` forever after the first failure (queue full, write or flush error).
+    /// `false` while the log is unavailable (queue full, a write or flush error), until
+    /// the writer has written again ([`writer`]).
     pub fn healthy(&self) -> bool {
         match &self.inner {
             None => true,
@@ -369,122 +525,6 @@ impl Drop for Inner {
             // A panicked writer has nothing left to flush.
             let _ = writer.join();
         }
-    }
-}
-
-/// The writer thread's state: the output, the open fold windows, and whether a write has
-/// failed (after which nothing more is written).
-struct Writer {
-    output: Output,
-    folds: Folds,
-    state: Arc<Health>,
-    failed: bool,
-    /// Reused for each serialised line.
-    buffer: Vec<u8>,
-}
-
-impl Writer {
-    fn new(output: Output, state: Arc<Health>) -> Self {
-        Writer {
-            output,
-            folds: Folds::default(),
-            state,
-            failed: false,
-            buffer: Vec::with_capacity(512),
-        }
-    }
-
-    /// Writes until every handle is gone, then writes what is still folded and flushes.
-    fn run(mut self, receiver: &Receiver<Message>) {
-        while let Some(first) = self.next_message(receiver) {
-            let mut next = first;
-            // Batch: take everything already queued, then flush once.
-            while let Some(message) = next {
-                self.handle(message);
-                next = receiver.try_recv().ok();
-            }
-            self.close_folds(false);
-            self.flush();
-        }
-        self.close_folds(true);
-        self.flush();
-    }
-
-    /// The next message; `Some(None)` when a fold window is due first, `None` when every
-    /// handle is gone.
-    fn next_message(&mut self, receiver: &Receiver<Message>) -> Option<Option<Message>> {
-        let Some(deadline) = self.folds.next_deadline() else {
-            return receiver.recv().ok().map(Some);
-        };
-        match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(message) => Some(Some(message)),
-            Err(RecvTimeoutError::Timeout) => Some(None),
-            Err(RecvTimeoutError::Disconnected) => None,
-        }
-    }
-
-    fn handle(&mut self, message: Message) {
-        match message {
-            Message::Event { ts, event } => {
-                self.close_folds(false);
-                if let Some(line) = self.folds.take(ts, event, Instant::now()) {
-                    self.write(&line);
-                }
-            }
-            Message::Flush(ack) => {
-                self.close_folds(true);
-                self.flush();
-                // The flusher may have stopped waiting: nothing to do then.
-                let _ = ack.send(());
-            }
-        }
-    }
-
-    /// Writes the summary lines of the windows that ended (every window when `all`).
-    fn close_folds(&mut self, all: bool) {
-        for line in self.folds.close(Instant::now(), all) {
-            self.write(&line);
-        }
-    }
-
-    fn write(&mut self, (ts, event, count): &Pending) {
-        if self.failed {
-            return;
-        }
-        if let Err(err) = self.write_line(ts, event, *count) {
-            self.failed = true;
-            self.state.fail(&err.to_string());
-        }
-    }
-
-    fn flush(&mut self) {
-        if !self.failed
-            && let Err(err) = self.output.flush()
-        {
-            self.failed = true;
-            self.state.fail(&err.to_string());
-        }
-    }
-
-    fn write_line(&mut self, ts: &str, event: &AuditEvent, count: Option<u64>) -> io::Result<()> {
-        let line = Line::new(ts, event, count);
-        self.buffer.clear();
-        serde_json::to_writer(&mut self.buffer, &line).map_err(io::Error::other)?;
-        let (filter, tap) = (self.state.filter.get(), self.state.tap.get());
-        if filter.is_none() && tap.is_none() {
-            return self.output.write_line(&self.buffer);
-        }
-        // serde_json writes UTF-8: this borrows.
-        let raw = String::from_utf8_lossy(&self.buffer);
-        let text = match filter {
-            Some(filter) => filter(&raw),
-            None => Cow::Borrowed(raw.as_ref()),
-        };
-        self.output.write_line(text.as_bytes())?;
-        if let Some(tap) = tap {
-            tap(&text);
-        }
-        Ok(())
     }
 }
 
@@ -544,6 +584,10 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     phase: Option<Phase>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     count: Option<u64>,
 }
 
@@ -580,6 +624,8 @@ impl<'a> Line<'a> {
             credential: event.credential,
             message: event.message.as_deref(),
             phase: event.phase,
+            refused: event.refused,
+            lost: event.lost,
             count,
         }
     }
@@ -716,8 +762,7 @@ mod tests {
     #[test]
     fn a_full_queue_makes_the_log_unhealthy() {
         let (release, stalled) = mpsc::channel();
-        let log =
-            AuditLog::with_sink(Output::new(Box::new(Stalled(stalled)), None), 4).expect("log");
+        let log = AuditLog::with_sink(Output::new(Box::new(Stalled(stalled))), 4).expect("log");
         // The writer takes at most one event and stalls in it: the queue fills up.
         for _ in 0..16 {
             log.record(AuditEvent::default());
@@ -729,6 +774,178 @@ mod tests {
         drop(release);
         log.flush();
         assert!(!log.healthy());
+    }
+
+    /// A sink the test controls: it fails while `full`, counts its writes.
+    #[derive(Clone, Default)]
+    struct Disk(Arc<std::sync::Mutex<DiskState>>);
+
+    #[derive(Default)]
+    struct DiskState {
+        full: bool,
+        written: Vec<u8>,
+        writes: usize,
+    }
+
+    impl Disk {
+        fn set_full(&self, full: bool) {
+            self.0.lock().unwrap().full = full;
+        }
+        fn lines(&self) -> Vec<serde_json::Value> {
+            let state = self.0.lock().unwrap();
+            String::from_utf8_lossy(&state.written)
+                .lines()
+                .map(|line| serde_json::from_str(line).expect("a whole JSON line"))
+                .collect()
+        }
+    }
+
+    impl Write for Disk {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let mut state = self.0.lock().unwrap();
+            if state.full {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            state.writes += 1;
+            state.written.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Blocks until `ack` resolves (at most 10 s).
+    fn wait(ack: Ack) -> Result<(), Unavailable> {
+        struct Unpark(std::thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut ack = std::pin::pin!(ack);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let std::task::Poll::Ready(result) = ack.as_mut().poll(&mut cx) {
+                return result;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ack never resolved"
+            );
+            std::thread::park_timeout(Duration::from_millis(50));
+        }
+    }
+
+    fn event(n: u64) -> AuditEvent {
+        AuditEvent {
+            decision: Decision::Allow,
+            conn: Some(n),
+            ..AuditEvent::default()
+        }
+    }
+
+    #[test]
+    fn an_ack_comes_after_its_line_is_written() {
+        let disk = Disk::default();
+        let log = AuditLog::with_sink(Output::new(Box::new(disk.clone())), 64).expect("log");
+        assert_eq!(wait(log.record_acked(event(1))), Ok(()));
+        // Acknowledged means written: the line is there without a flush.
+        assert_eq!(disk.lines().len(), 1);
+        assert_eq!(disk.lines()[0]["conn"], 1);
+        assert_eq!(wait(AuditLog::disabled().record_acked(event(2))), Ok(()));
+    }
+
+    #[test]
+    fn acks_of_one_batch_share_one_write() {
+        let (release, stalled) = mpsc::channel();
+        let disk = Disk::default();
+        // The writer stalls in the first write while 200 acknowledged events queue up.
+        struct Gate(mpsc::Receiver<()>, Disk);
+        impl Write for Gate {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                let _ = self.0.recv_timeout(Duration::from_secs(10));
+                self.1.write(buf)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Gate(stalled, disk.clone());
+        let log = AuditLog::with_sink(Output::new(Box::new(sink)), 1024).expect("log");
+        let first = log.record_acked(event(0));
+        std::thread::sleep(Duration::from_millis(100));
+        let acks: Vec<Ack> = (1..=200).map(|n| log.record_acked(event(n))).collect();
+        for _ in 0..8 {
+            release.send(()).unwrap();
+        }
+        assert_eq!(wait(first), Ok(()));
+        for ack in acks {
+            assert_eq!(wait(ack), Ok(()));
+        }
+        assert_eq!(disk.lines().len(), 201);
+        let writes = disk.0.lock().unwrap().writes;
+        assert!(writes <= 3, "{writes} writes for 201 lines in two batches");
+    }
+
+    #[test]
+    fn a_failed_write_fails_its_acks_and_the_log_recovers() {
+        let disk = Disk::default();
+        let log = AuditLog::with_sink(Output::new(Box::new(disk.clone())), 64).expect("log");
+        assert_eq!(wait(log.record_acked(event(1))), Ok(()));
+        disk.set_full(true);
+        assert_eq!(wait(log.record_acked(event(2))), Err(Unavailable));
+        assert!(!log.healthy() && !log.admit());
+        // While unavailable: refused at once, and counted.
+        assert_eq!(wait(log.record_acked(event(3))), Err(Unavailable));
+        log.record(event(4));
+        let status = log.status();
+        assert!(!status.healthy && status.unavailable_since.is_some());
+        assert_eq!(status.refused, 3);
+        // A retry while the disk is still full changes nothing.
+        log.retry_now();
+        log.flush();
+        assert!(!log.healthy());
+        disk.set_full(false);
+        log.retry_now();
+        log.flush();
+        assert!(log.healthy(), "a retry after space returned writes again");
+        assert_eq!(wait(log.record_acked(event(5))), Ok(()));
+        let lines = disk.lines();
+        let conns: Vec<_> = lines.iter().map(|line| line["conn"].clone()).collect();
+        assert_eq!(conns[0], 1);
+        assert_eq!(conns[2], 5);
+        let gap = &lines[1];
+        assert_eq!(gap["kind"], "audit");
+        assert_eq!(gap["decision"], "deny");
+        assert_eq!(gap["reason"], "audit_log_unavailable");
+        assert_eq!(gap["refused"], 3);
+        // Lost: the failed batch (2), the refused ack (3) and the plain line (4).
+        assert_eq!(gap["lost"], 3);
+        assert!(gap["ms"].as_f64().is_some());
+        let status = log.status();
+        assert!(status.healthy && status.unavailable_since.is_none());
+        assert_eq!(
+            (status.refused, status.refused_total, status.outages),
+            (0, 3, 1)
+        );
+    }
+
+    #[test]
+    fn an_unavailable_log_is_tried_again_on_its_own() {
+        let disk = Disk::default();
+        disk.set_full(true);
+        let log = AuditLog::with_sink(Output::new(Box::new(disk.clone())), 64).expect("log");
+        assert_eq!(wait(log.record_acked(event(1))), Err(Unavailable));
+        disk.set_full(false);
+        let deadline = std::time::Instant::now() + RETRY_INTERVAL * 5;
+        while !log.healthy() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(log.healthy(), "retried within the interval");
+        assert_eq!(disk.lines()[0]["kind"], "audit");
     }
 
     #[test]

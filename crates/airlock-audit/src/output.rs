@@ -1,52 +1,49 @@
-//! Where the writer's lines go: a buffered sink, which for a file opened with a maximum size
-//! is rotated before a line would make it larger: `audit.jsonl` becomes `audit.jsonl.1`,
-//! `.1` becomes `.2`, ... and the oldest, `.`[`ROTATED_KEEP`], is removed; a new
-//! `audit.jsonl` (mode 0600) takes the next line. A line is never split across files. A
-//! rotation that fails is a failed write: the log becomes unhealthy (fail closed).
+//! Where the writer's lines go: a sink written one batch at a time, which for a file opened
+//! with a maximum size is rotated before a line would make it larger: `audit.jsonl` becomes
+//! `audit.jsonl.1`, `.1` becomes `.2`, ... and the oldest, `.`[`ROTATED_KEEP`], is removed;
+//! a new `audit.jsonl` (mode 0600) takes the next line. A line is never split across files.
+//! A rotation that fails is a failed write.
+//!
+//! A batch is written whole or not at all: when a write fails part-way (a full disk), the
+//! file is cut back to its length before the batch, so that no partial line stays behind
+//! (docs/reliability.md, "The audit log's disk"). Before each batch the path is checked
+//! against the open file: a log file removed or replaced while open is reopened (created
+//! again, mode 0600) at its path, and the writer says so in a line of its own.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// How many rotated files are kept (`audit.jsonl.1` ... `audit.jsonl.5`).
 pub const ROTATED_KEEP: usize = 5;
 
-/// The rotation state of a file log.
+/// The rotation of a file log: the size beyond which it rotates.
 pub(crate) struct Rotation {
-    path: PathBuf,
     max_size: u64,
-    /// Bytes in the current file.
-    size: u64,
 }
 
 impl Rotation {
-    /// Rotation of the file at `path`, now `size` bytes long, beyond `max_size` bytes.
-    pub(crate) fn new(path: PathBuf, max_size: u64, size: u64) -> Self {
-        Rotation {
-            path,
-            max_size,
-            size,
-        }
+    /// Rotation beyond `max_size` bytes.
+    pub(crate) fn new(max_size: u64) -> Self {
+        Rotation { max_size }
     }
+}
 
-    /// `PATH.n`.
-    fn numbered(&self, n: usize) -> PathBuf {
-        let mut name = self.path.clone().into_os_string();
-        name.push(format!(".{n}"));
-        PathBuf::from(name)
-    }
+/// `PATH.n`.
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.to_path_buf().into_os_string();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
 
-    /// Shifts the files by one and opens a new, empty one at the path.
-    fn rotate(&mut self) -> io::Result<File> {
-        remove_if_present(&self.numbered(ROTATED_KEEP))?;
-        for n in (1..ROTATED_KEEP).rev() {
-            rename_if_present(&self.numbered(n), &self.numbered(n + 1))?;
-        }
-        std::fs::rename(&self.path, self.numbered(1))?;
-        self.size = 0;
-        open_append(&self.path)
+/// Shifts the files at `path` by one; the caller then opens a new, empty one at the path.
+fn shift(path: &Path) -> io::Result<()> {
+    remove_if_present(&numbered(path, ROTATED_KEEP))?;
+    for n in (1..ROTATED_KEEP).rev() {
+        rename_if_present(&numbered(path, n), &numbered(path, n + 1))?;
     }
+    std::fs::rename(path, numbered(path, 1))
 }
 
 fn remove_if_present(path: &Path) -> io::Result<()> {
@@ -72,39 +69,162 @@ pub(crate) fn open_append(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// The writer's destination.
+/// An open log file: its path, descriptor and identity.
+struct LogFile {
+    path: PathBuf,
+    file: File,
+    /// (device, inode) of `file`, to tell whether `path` still names it.
+    id: (u64, u64),
+    /// Bytes in the file after the last batch written whole.
+    committed: u64,
+}
+
+impl LogFile {
+    fn open(path: PathBuf) -> io::Result<Self> {
+        let file = open_append(&path)?;
+        let metadata = file.metadata()?;
+        Ok(LogFile {
+            path,
+            file,
+            id: (metadata.dev(), metadata.ino()),
+            committed: metadata.len(),
+        })
+    }
+
+    /// Whether `path` still names the open file (`false`: removed or replaced).
+    fn in_place(&self) -> bool {
+        std::fs::metadata(&self.path)
+            .is_ok_and(|metadata| (metadata.dev(), metadata.ino()) == self.id)
+    }
+}
+
+/// Where the bytes go.
+enum Sink {
+    /// A file at a path (reopened, rotated and cut back as the module says).
+    File(LogFile),
+    /// Anything else (stdout, a test sink): written, never cut back.
+    Other(Box<dyn Write + Send>),
+}
+
+/// The writer's destination, with the batch being assembled.
 pub(crate) struct Output {
-    writer: BufWriter<Box<dyn Write + Send>>,
+    sink: Sink,
     rotation: Option<Rotation>,
+    /// The lines of the batch, each with its newline.
+    batch: Vec<u8>,
+    /// How many lines `batch` holds.
+    lines: u64,
+    /// The file was reopened at its path since this was last taken.
+    reopened: bool,
 }
 
 impl Output {
-    /// Writes to `sink`, rotated as `rotation` says (`None`: never).
-    pub(crate) fn new(sink: Box<dyn Write + Send>, rotation: Option<Rotation>) -> Self {
+    /// Writes to `sink` (never rotated, never cut back).
+    pub(crate) fn new(sink: Box<dyn Write + Send>) -> Self {
         Output {
-            writer: BufWriter::new(sink),
-            rotation,
+            sink: Sink::Other(sink),
+            rotation: None,
+            batch: Vec::with_capacity(8192),
+            lines: 0,
+            reopened: false,
         }
     }
 
-    /// Writes one line (`line` without its newline), rotating first if it would not fit.
+    /// Opens the file at `path` for appending, rotated as `rotation` says (`None`: never).
+    pub(crate) fn file(path: PathBuf, rotation: Option<Rotation>) -> io::Result<Self> {
+        let mut output = Output::new(Box::new(io::sink()));
+        output.sink = Sink::File(LogFile::open(path)?);
+        output.rotation = rotation;
+        Ok(output)
+    }
+
+    /// Adds one line (`line` without its newline) to the batch, rotating first (after
+    /// writing the batch so far) if it would not fit.
     pub(crate) fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
         let len = line.len() as u64 + 1;
-        if let Some(rotation) = &mut self.rotation {
-            if rotation.size > 0 && rotation.size + len > rotation.max_size {
-                self.writer.flush()?;
-                let file = rotation.rotate()?;
-                self.writer = BufWriter::new(Box::new(file));
+        if let (Some(rotation), Sink::File(file)) = (&self.rotation, &self.sink) {
+            let size = file.committed + self.batch.len() as u64;
+            if size > 0 && size + len > rotation.max_size {
+                self.flush()?;
+                self.rotate()?;
             }
-            rotation.size += len;
         }
-        self.writer.write_all(line)?;
-        self.writer.write_all(b"\n")
+        self.batch.extend_from_slice(line);
+        self.batch.push(b'\n');
+        self.lines += 1;
+        Ok(())
     }
 
-    /// Flushes what is buffered.
+    fn rotate(&mut self) -> io::Result<()> {
+        let Sink::File(file) = &mut self.sink else {
+            return Ok(());
+        };
+        shift(&file.path)?;
+        *file = LogFile::open(file.path.clone())?;
+        Ok(())
+    }
+
+    /// Writes the batch. On failure nothing of it stays in the file (when the file can be
+    /// cut back) and the batch is dropped: [`Output::dropped`] says how many lines it had.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
-        self.writer.flush()
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let result = self.write_batch();
+        if result.is_ok() {
+            self.batch.clear();
+            self.lines = 0;
+        }
+        result
+    }
+
+    fn write_batch(&mut self) -> io::Result<()> {
+        match &mut self.sink {
+            Sink::Other(sink) => {
+                sink.write_all(&self.batch)?;
+                sink.flush()
+            }
+            Sink::File(file) => {
+                if !file.in_place() {
+                    *file = LogFile::open(file.path.clone())?;
+                    self.reopened = true;
+                }
+                match file.file.write_all(&self.batch) {
+                    Ok(()) => {
+                        file.committed += self.batch.len() as u64;
+                        Ok(())
+                    }
+                    Err(error) => {
+                        // Cut back what part of the batch went in; if even that fails (a
+                        // read-only file system), the next line starts on a line of its own.
+                        if file.file.set_len(file.committed).is_err() {
+                            let _ = file.file.write_all(b"\n");
+                        }
+                        Err(error)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops the batch that could not be written; returns how many lines it had.
+    pub(crate) fn dropped(&mut self) -> u64 {
+        self.batch.clear();
+        std::mem::take(&mut self.lines)
+    }
+
+    /// Whether the file was reopened at its path (removed or replaced while open) since
+    /// the last call.
+    pub(crate) fn take_reopened(&mut self) -> bool {
+        std::mem::take(&mut self.reopened)
+    }
+
+    /// The path of a file sink.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match &self.sink {
+            Sink::File(file) => Some(&file.path),
+            Sink::Other(_) => None,
+        }
     }
 }
 
@@ -167,9 +287,7 @@ mod tests {
     fn files_rotate_on_line_boundaries_and_keep_five() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let file = open_append(&path).unwrap();
-        let rotation = Rotation::new(path.clone(), 100, 0);
-        let mut output = Output::new(Box::new(file), Some(rotation));
+        let mut output = Output::file(path.clone(), Some(Rotation::new(100))).unwrap();
         for i in 0..40 {
             output.write_line(format!("{i:039}").as_bytes()).unwrap();
         }
@@ -193,9 +311,52 @@ mod tests {
         // The oldest rotated name is a directory with a file in it: it cannot be removed.
         std::fs::create_dir(dir.path().join("audit.jsonl.5")).unwrap();
         std::fs::write(dir.path().join("audit.jsonl.5/x"), b"x").unwrap();
-        let file = open_append(&path).unwrap();
-        let mut output = Output::new(Box::new(file), Some(Rotation::new(path, 10, 0)));
+        let mut output = Output::file(path, Some(Rotation::new(10))).unwrap();
         output.write_line(b"0123456789").unwrap();
         assert!(output.write_line(b"0123456789").is_err());
+    }
+
+    #[test]
+    fn a_removed_file_is_reopened_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut output = Output::file(path.clone(), None).unwrap();
+        output.write_line(b"one").unwrap();
+        output.flush().unwrap();
+        assert!(!output.take_reopened());
+        std::fs::remove_file(&path).unwrap();
+        output.write_line(b"two").unwrap();
+        output.flush().unwrap();
+        assert!(output.take_reopened());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two\n");
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    /// A sink that takes `room` bytes, then fails as a full disk does.
+    struct Full(Vec<u8>, usize);
+
+    impl Write for Full {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.1 - self.0.len());
+            if n == 0 {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_batch_is_dropped_whole() {
+        let mut output = Output::new(Box::new(Full(Vec::new(), 10)));
+        output.write_line(b"0123456789").unwrap();
+        output.write_line(b"x").unwrap();
+        assert!(output.flush().is_err());
+        assert_eq!(output.dropped(), 2);
+        output.flush().unwrap();
     }
 }

@@ -42,6 +42,8 @@ pub struct Gauges {
     pub policy_version: u64,
     /// Event-stream lines lost by slow subscribers.
     pub events_lagged: u64,
+    /// The audit log's state (docs/reliability.md, "The audit log's disk").
+    pub audit: airlock_audit::Status,
 }
 
 impl Metrics {
@@ -162,7 +164,41 @@ impl Metrics {
         );
         out.push_str("# TYPE airlock_events_lagged_total counter\n");
         let _ = writeln!(out, "airlock_events_lagged_total {}", gauges.events_lagged);
+        render_audit(&mut out, &gauges.audit);
         out
+    }
+}
+
+/// The audit log's gauges and counters.
+fn render_audit(out: &mut String, audit: &airlock_audit::Status) {
+    gauge(
+        out,
+        "airlock_audit_log_available",
+        "1 while the audit log is written, 0 while it is unavailable (requests refused).",
+        u64::from(audit.healthy),
+    );
+    gauge(
+        out,
+        "airlock_audit_log_refused_now",
+        "Requests refused since the audit log became unavailable (0 while available).",
+        audit.refused,
+    );
+    for (name, help, value) in [
+        (
+            "airlock_audit_log_refused_total",
+            "Requests refused because the audit log could not be written.",
+            audit.refused_total,
+        ),
+        (
+            "airlock_audit_log_outages_total",
+            "Times the audit log became unavailable.",
+            audit.outages,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
     }
 }
 

@@ -211,13 +211,7 @@ impl Admin {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
         match (method, path.as_str()) {
-            (Method::GET, "/healthz") => {
-                let (stamp, _) = self.store.current();
-                json(
-                    StatusCode::OK,
-                    &serde_json::json!({"status": "ok", "policy_version": stamp.version}),
-                )
-            }
+            (Method::GET, "/healthz") => self.health(),
             (Method::GET, "/metrics") => self.metrics(),
             (Method::GET, "/v1/policy") => {
                 let (stamp, policy) = self.store.current();
@@ -271,6 +265,25 @@ impl Admin {
             == 0
     }
 
+    /// `{"status":"ok",...}`, or 503 `audit_log_unavailable` while the audit log cannot
+    /// be written (requests are refused; docs/reliability.md).
+    fn health(&self) -> Response<Body> {
+        let (stamp, _) = self.store.current();
+        let audit = self.store.audit().status();
+        let (code, status) = if audit.healthy {
+            (StatusCode::OK, "ok")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "audit_log_unavailable")
+        };
+        json(
+            code,
+            &serde_json::json!({"status": status, "policy_version": stamp.version,
+                "audit": {"available": audit.healthy, "unavailable_since": audit.unavailable_since,
+                    "refused": audit.refused, "refused_total": audit.refused_total,
+                    "outages": audit.outages}}),
+        )
+    }
+
     fn metrics(&self) -> Response<Body> {
         let (stamp, _) = self.store.current();
         let text = self.hub.metrics.render(&Gauges {
@@ -278,6 +291,7 @@ impl Admin {
             cached_certificates: self.gauges.cached_certificates(),
             policy_version: stamp.version,
             events_lagged: self.hub.lagged(),
+            audit: self.store.audit().status(),
         });
         let mut response = Response::new(full(text));
         response.headers_mut().insert(

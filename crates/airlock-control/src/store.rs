@@ -117,6 +117,11 @@ impl PolicyStore {
         result
     }
 
+    /// The audit log policy changes are written to (the proxy's own).
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
     /// Records a change that was refused before it reached [`PolicyStore::replace`] (a file
     /// that does not parse): audit line and nothing else.
     pub fn refused(&self, source: Source, why: &str) {

@@ -1,12 +1,14 @@
 //! Throughput of the streaming rewriters on a 16 MiB body in 64 KiB chunks: request body
 //! swapping ([`airlock_credentials::BodySwap`]) and response scrubbing
-//! ([`airlock_credentials::ScrubStream`]), each with a few hits in the body.
+//! ([`airlock_credentials::ScrubStream`]), each with a few hits in the body; and of the
+//! outbound guard's search of an upload ([`airlock_credentials::GuardStream`]) on text
+//! and on random bytes, where nothing is found.
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use airlock_credentials::Credentials;
-use airlock_policy::model::{Secret, SecretSource};
+use airlock_credentials::{Credentials, GuardScope};
+use airlock_policy::model::{DlpMode, Secret, SecretSource};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -76,6 +78,30 @@ fn streams(c: &mut Criterion) {
             out + stream.finish().len()
         })
     });
+    let random: Vec<u8> = (0..BODY_BYTES as u64)
+        .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
+        .collect();
+    let text = body("no credential here");
+    let guard = credentials.guard();
+    let scope = GuardScope {
+        values: credentials.value_scopes(&[], true),
+        formats: DlpMode::Refuse,
+        allowed_kinds: Some(Vec::new()),
+    };
+    for (name, data) in [("guard_text_16MiB", &text), ("guard_random_16MiB", &random)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut stream = guard.stream(scope.clone());
+                let mut out = 0;
+                for chunk in data.chunks(CHUNK_BYTES) {
+                    let released = stream.push(black_box(bytes::Bytes::copy_from_slice(chunk)));
+                    let released = released.expect("clean");
+                    out += released.first.len() + released.second.len();
+                }
+                out + stream.finish().expect("clean").len()
+            })
+        });
+    }
     group.finish();
 }
 

@@ -2,8 +2,10 @@
 //! places (docs/policy.md, "Foreign credentials"; docs/secrets.md).
 //!
 //! On a host of a secret that pins its account (an in-scope secret without
-//! `foreign: allow`), a credential that holds no surrogate of an in-scope secret is someone
-//! else's: the request is refused `foreign_credential`. The places looked at, for every such
+//! `foreign: allow`), a credential that holds neither a surrogate of an in-scope secret nor
+//! the real value of one (raw or inside Basic credentials: to its own hosts, over TLS, the
+//! real value passes as it is) is someone else's: the request is refused
+//! `foreign_credential`. The places looked at, for every such
 //! host whatever the secret's `headers`, are the one table below:
 //!
 //! * the headers of [`CREDENTIAL_HEADERS`], plus the pinning secrets' own `headers`;
@@ -21,7 +23,7 @@ use airlock_policy::Reason;
 use http::header::{self, HeaderMap, HeaderName};
 
 use crate::surrogate::known_prefix;
-use crate::{Credentials, percent_decode};
+use crate::{Credentials, basic_credentials, percent_decode};
 
 /// Request headers that carry a credential (lower-case), with who sends one there.
 pub const CREDENTIAL_HEADERS: &[(&str, &str)] = &[
@@ -99,10 +101,31 @@ impl Credentials {
             .any(|(entry, in_scope)| *in_scope && !entry.foreign_allowed)
     }
 
-    /// Whether `value` is a credential of someone else: not blank and holding no surrogate
-    /// (the tripwire ran first, so any surrogate here is in scope).
-    fn is_foreign(&self, value: &[u8]) -> bool {
-        !value.iter().all(u8::is_ascii_whitespace) && self.surrogates_in(value).is_empty()
+    /// Whether `value` is a credential of someone else: not blank, holding no surrogate
+    /// (the tripwire ran first, so any surrogate here is in scope) and no real value of a
+    /// secret in `scope` (its own value, going where it belongs).
+    fn is_foreign(&self, scope: &[bool], value: &[u8]) -> bool {
+        !value.iter().all(u8::is_ascii_whitespace)
+            && self.surrogates_in(value).is_empty()
+            && !self.holds_own_value(scope, value)
+    }
+
+    /// Whether `value`, raw or inside Basic credentials, holds the real value of a secret
+    /// in `scope`.
+    fn holds_own_value(&self, scope: &[bool], value: &[u8]) -> bool {
+        let decoded = basic_credentials(value);
+        let places = [Some(value), decoded.as_deref()];
+        self.entries
+            .iter()
+            .zip(scope)
+            .filter(|(_, in_scope)| **in_scope)
+            .any(|(entry, _)| {
+                let real = entry.real.as_bytes();
+                places
+                    .iter()
+                    .flatten()
+                    .any(|place| place.windows(real.len()).any(|window| window == real))
+            })
     }
 
     /// The header names checked: [`CREDENTIAL_HEADERS`] and the pinning secrets' `headers`,
@@ -143,7 +166,7 @@ impl Credentials {
             if headers
                 .get_all(name)
                 .iter()
-                .any(|value| self.is_foreign(value.as_bytes()))
+                .any(|value| self.is_foreign(scope, value.as_bytes()))
             {
                 return Err(Reason::ForeignCredential);
             }
@@ -157,7 +180,7 @@ impl Credentials {
                 .filter_map(|cookie| cookie.split_once('='))
                 .any(|(name, value)| {
                     is_credential_cookie(name.trim(), value.trim())
-                        && self.is_foreign(value.trim().trim_matches('"').as_bytes())
+                        && self.is_foreign(scope, value.trim().trim_matches('"').as_bytes())
                 })
         });
         if foreign_cookie {
@@ -197,7 +220,7 @@ impl Credentials {
             .any(|(_, value)| {
                 let decoded = percent_decode(value.as_bytes());
                 let value = decoded.as_deref().unwrap_or(value.as_bytes());
-                self.is_foreign(value)
+                self.is_foreign(&scope, value)
             });
         if foreign {
             return Err(Reason::ForeignCredential);

@@ -9,7 +9,17 @@
 //! overlapping, so that no match can hide another, and start at the leftmost candidate
 //! found by a [`Finder`] (most data holds none). [`GuardStream`] searches a body as it
 //! streams, holding back only the last `longest - 1` bytes of what it has seen (the most
-//! that could still be the start of a match) and never copying a large chunk.
+//! that could still be the start of a match; twice the longest base64 form when values
+//! are configured, for wrapped base64) and never copying a large chunk for the search of
+//! the data as it is (the search for wrapped base64, when values are configured, works on
+//! a copy of each chunk with its white space taken out).
+//!
+//! Where a value arrives changed ([`variants`]): host names and header names are compared
+//! with every form ASCII case ignored; base64 broken by line breaks or spaces is found by
+//! searching the data once more with white space taken out. Several header lines are also
+//! searched joined: every value of one name joined as a server joins them (`, `, `; ` for
+//! `Cookie`), and every value concatenated as it is, so that a value split over two lines
+//! is found whatever the receiver does with them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,8 +32,12 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use crate::finder::Finder;
-use crate::redact::encoded_forms;
+use crate::redact::{base64_forms, encoded_forms};
 pub use crate::released::Released;
+
+mod variants;
+
+use variants::{Squeezer, ValueMatcher};
 
 /// A chunk shorter than this is joined to the bytes held back instead of searched apart.
 const SMALL_CHUNK: usize = 4096;
@@ -50,11 +64,16 @@ struct Inner {
     /// The same patterns, for the overlapping search from that first candidate on.
     matcher: AhoCorasick,
     targets: Vec<Target>,
-    /// The longest match or format decision, in bytes.
-    longest: usize,
     /// Surrogates and real values: a format token equal to one of them is not "unknown".
     known: HashSet<Box<[u8]>>,
     names: Vec<String>,
+    /// Every form of every value, ASCII case ignored (host and header names).
+    insensitive: Option<ValueMatcher>,
+    /// The base64 forms, searched in data with its white space taken out.
+    wrapped: Option<ValueMatcher>,
+    /// What a stream holds back: enough for the longest match, and for a wrapped base64
+    /// form with as much white space as base64 (one space or line break per character).
+    hold: usize,
 }
 
 impl std::fmt::Debug for OutboundGuard {
@@ -83,6 +102,13 @@ pub struct GuardScope {
     pub formats: DlpMode,
     /// The kinds `dlp.allow` lets go to this destination; `None` = every kind.
     pub allowed_kinds: Option<Vec<String>>,
+}
+
+impl GuardScope {
+    /// Whether every value may go here (nothing to search the wrapped forms for).
+    fn all_home(&self) -> bool {
+        self.values.iter().all(|value| *value == ValueScope::Home)
+    }
 }
 
 /// How a refused credential travelled.
@@ -120,6 +146,16 @@ pub struct Finding {
     pub kind: Option<&'static str>,
 }
 
+impl Finding {
+    /// What to show instead of a name that carried the credential (a host name in the
+    /// audit log and the refusal): `[REDACTED:NAME]` for a secret's real value,
+    /// `[REDACTED:kind]` for a format token.
+    pub fn placeholder(&self) -> String {
+        let what = self.secret.as_deref().or(self.kind).unwrap_or("credential");
+        format!("[REDACTED:{what}]")
+    }
+}
+
 impl OutboundGuard {
     /// A guard for `(name, real value, surrogate)` per secret in policy order, plus retired
     /// `(index, old value, old surrogate)` that still count as their secret's.
@@ -130,6 +166,8 @@ impl OutboundGuard {
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut targets = Vec::new();
         let mut known = HashSet::new();
+        let mut all_forms: Vec<(usize, String)> = Vec::new();
+        let mut wrapped_forms: Vec<(usize, String)> = Vec::new();
         let values = secrets
             .iter()
             .enumerate()
@@ -138,7 +176,9 @@ impl OutboundGuard {
         for (secret, real, surrogate) in values {
             known.insert(Box::from(real.as_bytes()));
             known.insert(Box::from(surrogate.as_bytes()));
+            wrapped_forms.extend(base64_forms(real).into_iter().map(|f| (secret, f)));
             for form in encoded_forms(real) {
+                all_forms.push((secret, form.clone()));
                 if !form.is_empty() && !patterns.iter().any(|p| p == form.as_bytes()) {
                     patterns.push(form.into_bytes());
                     targets.push(Target::Real { secret });
@@ -162,24 +202,28 @@ impl OutboundGuard {
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
         let first = Finder::new(&patterns)?;
+        let wrapped = ValueMatcher::wrapped(&wrapped_forms)?;
+        let hold = (longest.saturating_sub(1)).max(wrapped.as_ref().map_or(0, |w| 2 * w.longest));
         Ok(OutboundGuard {
             inner: Arc::new(Inner {
                 first,
                 matcher,
                 targets,
-                longest,
                 known,
                 names: secrets
                     .iter()
                     .map(|(name, _, _)| (*name).to_owned())
                     .collect(),
+                insensitive: ValueMatcher::insensitive(&all_forms)?,
+                wrapped,
+                hold,
             }),
         })
     }
 
     /// Searches a request's target (path and query, also once percent-decoded) and every
-    /// header (name and value, an `Authorization: Basic` value also decoded). Returns the
-    /// kinds found that `dlp: {credentials: log}` only logs, or the refusal.
+    /// header ([`Self::check_fields`]). Returns the kinds found that
+    /// `dlp: {credentials: log}` only logs, or the refusal.
     pub fn check_head(
         &self,
         scope: &GuardScope,
@@ -187,19 +231,44 @@ impl OutboundGuard {
         headers: &HeaderMap,
     ) -> Result<Vec<&'static str>, Finding> {
         let mut logged = Vec::new();
-        let mut search = |data: &[u8]| self.inner.search(scope, data, true, &mut logged);
-        search(target)?;
+        self.inner.search(scope, target, true, &mut logged)?;
         if let Some(decoded) = crate::percent_decode(target) {
-            search(&decoded)?;
+            self.inner.search(scope, &decoded, true, &mut logged)?;
         }
-        for (name, value) in headers {
-            search(name.as_str().as_bytes())?;
-            search(value.as_bytes())?;
-            if let Some(decoded) = crate::basic_credentials(value.as_bytes()) {
-                search(&decoded)?;
-            }
-        }
+        self.inner.check_fields(scope, headers, &mut logged)?;
         Ok(logged)
+    }
+
+    /// Searches header fields (a request's headers or trailers): each name (also against
+    /// the lower-cased forms of the values), each value (an `Authorization: Basic` value
+    /// also decoded, base64 also with its white space taken out), and the lines joined
+    /// (every value of a name joined as a server joins them, every value concatenated),
+    /// these for the real values only.
+    pub fn check_fields(
+        &self,
+        scope: &GuardScope,
+        fields: &HeaderMap,
+    ) -> Result<Vec<&'static str>, Finding> {
+        let mut logged = Vec::new();
+        self.inner.check_fields(scope, fields, &mut logged)?;
+        Ok(logged)
+    }
+
+    /// Searches a host name the request names (a CONNECT target, an SNI, a `Host` header
+    /// or `:authority`, an absolute URI's host) before it is resolved or dialled: a name is
+    /// sent in clear (the DNS query, the SNI) and read by resolvers on the way, so a real
+    /// value is refused there whatever the destination (`secret_out_of_scope`,
+    /// `"form":"real"`), compared ASCII case ignored (host names are lower-cased); a
+    /// well-known credential format is refused `credential_outbound` unless `formats`
+    /// is `log` or `off` (no `dlp.allow` applies: the name goes to resolvers too).
+    pub fn check_authority(&self, formats: DlpMode, name: &[u8]) -> Result<(), Finding> {
+        let scope = GuardScope {
+            values: vec![ValueScope::Foreign; self.inner.names.len()],
+            formats,
+            allowed_kinds: Some(Vec::new()),
+        };
+        self.inner.search(&scope, name, true, &mut Vec::new())?;
+        self.inner.search_insensitive(&scope, name)
     }
 
     /// Searches one whole message (a WebSocket message, a body read whole).
@@ -210,6 +279,7 @@ impl OutboundGuard {
     ) -> Result<Vec<&'static str>, Finding> {
         let mut logged = Vec::new();
         self.inner.search(scope, data, true, &mut logged)?;
+        self.inner.search_wrapped(scope, data)?;
         Ok(logged)
     }
 
@@ -220,11 +290,85 @@ impl OutboundGuard {
             scope,
             carry: Bytes::new(),
             logged: Vec::new(),
+            squeezer: Squeezer::default(),
+            squeezed: Vec::new(),
         }
     }
 }
 
 impl Inner {
+    /// See [`OutboundGuard::check_fields`].
+    fn check_fields(
+        &self,
+        scope: &GuardScope,
+        fields: &HeaderMap,
+        logged: &mut Vec<&'static str>,
+    ) -> Result<(), Finding> {
+        for (name, value) in fields {
+            self.search(scope, name.as_str().as_bytes(), true, logged)?;
+            self.search_insensitive(scope, name.as_str().as_bytes())?;
+            self.search(scope, value.as_bytes(), true, logged)?;
+            self.search_wrapped(scope, value.as_bytes())?;
+            if let Some(decoded) = crate::basic_credentials(value.as_bytes()) {
+                self.search(scope, &decoded, true, logged)?;
+            }
+        }
+        if fields.len() < 2 {
+            return Ok(());
+        }
+        // Joined lines are searched for the real values only: a format token followed by
+        // the next line's value would read as a longer, unknown token.
+        let scope = &GuardScope {
+            values: scope.values.clone(),
+            formats: DlpMode::Off,
+            allowed_kinds: None,
+        };
+        let mut concatenated = Vec::new();
+        for name in fields.keys() {
+            let separator: &[u8] = if name == http::header::COOKIE {
+                b"; "
+            } else {
+                b", "
+            };
+            let mut joined = Vec::new();
+            for (index, value) in fields.get_all(name).iter().enumerate() {
+                if index > 0 {
+                    joined.extend_from_slice(separator);
+                }
+                joined.extend_from_slice(value.as_bytes());
+                concatenated.extend_from_slice(value.as_bytes());
+            }
+            if joined.len() > fields.get(name).map_or(0, |v| v.len()) {
+                self.search(scope, &joined, true, logged)?;
+                self.search_wrapped(scope, &joined)?;
+            }
+        }
+        self.search(scope, &concatenated, true, logged)?;
+        self.search_wrapped(scope, &concatenated)
+    }
+
+    /// Searches `data` for the forms of the real values, ASCII case ignored.
+    fn search_insensitive(&self, scope: &GuardScope, data: &[u8]) -> Result<(), Finding> {
+        let Some(matcher) = &self.insensitive else {
+            return Ok(());
+        };
+        for secret in matcher.secrets_in(data) {
+            self.real(scope, secret)?;
+        }
+        Ok(())
+    }
+
+    /// Searches whole `data`, its white space taken out, for the base64 forms.
+    fn search_wrapped(&self, scope: &GuardScope, data: &[u8]) -> Result<(), Finding> {
+        let Some(matcher) = self.wrapped.as_ref().filter(|_| !scope.all_home()) else {
+            return Ok(());
+        };
+        for secret in matcher.secrets_in(&Squeezer::squeeze(data)) {
+            self.real(scope, secret)?;
+        }
+        Ok(())
+    }
+
     /// Searches `data`; `at_end` says nothing follows it (a format decision that needs more
     /// bytes is otherwise left for a later search that sees them).
     fn search(
@@ -309,16 +453,21 @@ impl Inner {
 pub struct GuardStream {
     inner: Arc<Inner>,
     scope: GuardScope,
-    /// The bytes seen but not yet released: at most `longest - 1`.
+    /// The bytes seen but not yet released: at most `hold`.
     carry: Bytes,
     logged: Vec<&'static str>,
+    /// Takes white space out for the search of wrapped base64.
+    squeezer: Squeezer,
+    /// The last squeezed bytes, searched again with the next chunk.
+    squeezed: Vec<u8>,
 }
 
 impl GuardStream {
     /// Takes the next chunk; returns what may be sent on now, or the refusal (nothing of
     /// the credential released).
     pub fn push(&mut self, chunk: Bytes) -> Result<Released, Finding> {
-        let hold = self.inner.longest.saturating_sub(1);
+        let hold = self.inner.hold;
+        self.push_wrapped(&chunk)?;
         if chunk.len() < SMALL_CHUNK.max(hold) {
             return self.push_small(&chunk, hold);
         }
@@ -354,6 +503,38 @@ impl GuardStream {
         })
     }
 
+    /// Searches the squeezed stream: the bytes kept from before, then `chunk` squeezed;
+    /// keeps what could still start a wrapped form.
+    fn push_wrapped(&mut self, chunk: &[u8]) -> Result<(), Finding> {
+        let Some(matcher) = self
+            .inner
+            .wrapped
+            .as_ref()
+            .filter(|_| !self.scope.all_home())
+        else {
+            return Ok(());
+        };
+        // A new buffer each time: a large chunk's room is not kept for the stream's life.
+        let mut squeezed = Vec::with_capacity(self.squeezed.len() + chunk.len());
+        squeezed.extend_from_slice(&self.squeezed);
+        self.squeezer.squeeze_into(chunk, &mut squeezed);
+        for secret in matcher.secrets_in(&squeezed) {
+            self.inner.real(&self.scope, secret)?;
+        }
+        let keep = matcher.longest.saturating_sub(1);
+        let cut = squeezed.len().saturating_sub(keep);
+        self.squeezed = squeezed[cut..].to_vec();
+        Ok(())
+    }
+
+    /// Searches trailers that end the body, as a request's headers are searched
+    /// ([`OutboundGuard::check_fields`]). Call before [`Self::finish`]: the held-back
+    /// bytes are not released if the trailers are refused.
+    pub fn check_trailers(&mut self, trailers: &HeaderMap) -> Result<(), Finding> {
+        self.inner
+            .check_fields(&self.scope, trailers, &mut self.logged)
+    }
+
     /// Ends the body: the held-back bytes, searched as the end of the data.
     pub fn finish(&mut self) -> Result<Bytes, Finding> {
         let carry = std::mem::take(&mut self.carry);
@@ -365,7 +546,9 @@ impl GuardStream {
     /// Searches one whole message (a WebSocket message) with this stream's scope, apart
     /// from the body bytes it holds.
     pub fn check_message(&mut self, data: &[u8]) -> Result<(), Finding> {
-        self.inner.search(&self.scope, data, true, &mut self.logged)
+        self.inner
+            .search(&self.scope, data, true, &mut self.logged)?;
+        self.inner.search_wrapped(&self.scope, data)
     }
 
     /// The kinds found that `dlp: {credentials: log}` only logs.

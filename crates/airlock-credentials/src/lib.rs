@@ -360,7 +360,8 @@ impl Credentials {
     /// * Refuses with [`Reason::ForeignCredential`] if an in-scope secret without
     ///   `foreign_allowed` pins the host and a credential header ([`CREDENTIAL_HEADERS`] and
     ///   the secret's `headers`) or a credential cookie is present, non-empty, not injected,
-    ///   and holds no in-scope surrogate ([`foreign`]; the query is checked by
+    ///   and holds neither an in-scope surrogate nor an in-scope secret's own real value
+    ///   ([`foreign`]; the query is checked by
     ///   [`Self::check_foreign_query`]).
     /// * Otherwise replaces every in-scope surrogate by its real value in every header the
     ///   secret allows (every duplicate, inside Basic credentials too), then sets each

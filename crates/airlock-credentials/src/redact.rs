@@ -269,6 +269,15 @@ pub(crate) fn encoded_forms(real: &str) -> Vec<String> {
     forms
 }
 
+/// The base64 forms of `real` alone (every alignment, standard and URL-safe alphabets):
+/// the forms a line break or a space may interrupt (MIME and PEM wrapping).
+pub(crate) fn base64_forms(real: &str) -> Vec<String> {
+    base64_fragments(real.as_bytes(), MIN_BASE64_FRAGMENT)
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// Each form of `real` with the same form of `surrogate`.
 fn paired_forms(real: &str, surrogate: &str) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = text_forms(real)

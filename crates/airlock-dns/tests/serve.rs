@@ -15,6 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::time::timeout;
 
+mod support;
+
 const WAIT: Duration = Duration::from_secs(5);
 
 fn query(id: u16, name: &str, record_type: RecordType) -> Vec<u8> {
@@ -153,7 +155,7 @@ async fn a_raw_query_from_python_gets_a_pool_address() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: needs python3 (Debian: `sudo apt-get install python3`)");
+        crate::support::skip_or_fail("needs python3 (Debian: `sudo apt-get install python3`)");
         return;
     }
     let map = NameMap::new(default_pool());
@@ -343,7 +345,7 @@ async fn a_flood_of_identical_queries_writes_a_few_lines() {
 #[tokio::test]
 async fn queries_are_dropped_once_the_audit_log_fails() {
     if !Path::new("/dev/full").exists() {
-        eprintln!("skipped: no /dev/full to make the audit log fail");
+        crate::support::skip_or_fail("no /dev/full to make the audit log fail (a Linux /dev)");
         return;
     }
     let audit = AuditLog::open("/dev/full").expect("log");
@@ -435,7 +437,10 @@ mod handed {
         }
         let probe = Command::new("unshare").args(["-Urn", "true"]).output();
         if !probe.as_ref().is_ok_and(|output| output.status.success()) {
-            eprintln!("skipped: cannot create a user + network namespace here ({probe:?})");
+            crate::support::skip_or_fail(&format!(
+                "cannot create a user + network namespace here (needs `unshare` from \
+                 util-linux and unprivileged user namespaces): {probe:?}"
+            ));
             return;
         }
         let exe = std::env::current_exe().expect("test binary");

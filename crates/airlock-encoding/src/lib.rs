@@ -2,15 +2,24 @@
 //! header read into the list of codings applied, and a [`Decoder`] that undoes them all,
 //! chunk by chunk, as a body streams. Decoding is bounded: the output may not exceed
 //! [`Limits::max_output`] bytes, nor [`Limits::max_ratio`] times the input once past
-//! [`Limits::ratio_floor`]; past either the decoder stops with an error and holds no more
-//! than one internal buffer. Pure: no I/O (the decoders write into memory).
+//! [`Limits::ratio_floor`]; past either the decoder stops with an error. Output is taken
+//! in steps of a size the caller chooses ([`Decoder::pull`]), and the memory a decoder
+//! holds besides its output is bounded and estimated ([`Decoder::memory`]): the caller can
+//! take both from a memory budget before they exist. A zstd frame asking for a window over
+//! 8 MiB and a brotli stream with the large-window extension are refused as corrupt.
+//! Pure: no I/O (the decoders write into memory).
 //!
 //! gzip and deflate are decoded by flate2, br by brotli, zstd by zstd; `deflate` accepts
 //! the zlib wrapping RFC 9110 names and, as browsers do, a raw deflate stream.
 
 #![forbid(unsafe_code)]
 
-use std::io::{self, Write};
+use std::io;
+
+use stage::Stage;
+pub use stage::{BROTLI_WINDOW_MAX, ZSTD_WINDOW_LOG_MAX};
+
+mod stage;
 
 /// One content coding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,153 +115,60 @@ impl Default for Limits {
     }
 }
 
-/// Where a decoder writes: memory, refusing to grow past what the limits allow.
-struct Sink {
-    buf: Vec<u8>,
-    /// How many more bytes may be written now.
-    room: u64,
+/// Decoded bytes that pass between two stacked codings are held up to this many at once.
+const BETWEEN_STAGES: usize = 64 * 1024;
+
+/// One coding of the body and the input it has not consumed yet.
+struct Layer {
+    coding: Coding,
+    stage: Stage,
+    /// Input not consumed yet: `pending[start..]`.
+    pending: Vec<u8>,
+    start: usize,
+    /// Bytes this layer has written.
+    produced: u64,
+    /// Its coded stream has ended and everything it held has been written.
+    done: bool,
 }
 
-impl Write for Sink {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        if data.len() as u64 > self.room {
-            return Err(io::Error::other(OverLimit));
-        }
-        self.room -= data.len() as u64;
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
+impl Layer {
+    fn input(&self) -> &[u8] {
+        &self.pending[self.start..]
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The marker error a [`Sink`] fails with.
-#[derive(Debug)]
-struct OverLimit;
-
-impl std::fmt::Display for OverLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("over the decoding limit")
-    }
-}
-
-impl std::error::Error for OverLimit {}
-
-/// One coding being undone.
-enum Stage {
-    Gzip(flate2::write::GzDecoder<Sink>),
-    Zlib(flate2::write::ZlibDecoder<Sink>),
-    RawDeflate(flate2::write::DeflateDecoder<Sink>),
-    /// `deflate` before its first two bytes say whether it is zlib-wrapped.
-    DeflateUndecided(Vec<u8>),
-    Brotli(Box<brotli::DecompressorWriter<Sink>>),
-    Zstd(zstd::stream::write::Decoder<'static, Sink>),
-}
-
-fn sink() -> Sink {
-    Sink {
-        buf: Vec::new(),
-        room: 0,
-    }
-}
-
-impl Stage {
-    fn new(coding: Coding) -> Result<Stage, DecodeError> {
-        Ok(match coding {
-            Coding::Gzip => Stage::Gzip(flate2::write::GzDecoder::new(sink())),
-            Coding::Deflate => Stage::DeflateUndecided(Vec::new()),
-            Coding::Brotli => {
-                Stage::Brotli(Box::new(brotli::DecompressorWriter::new(sink(), 8192)))
-            }
-            Coding::Zstd => Stage::Zstd(
-                zstd::stream::write::Decoder::new(sink())
-                    .map_err(|e| DecodeError::Corrupt(coding, e.to_string()))?,
-            ),
-        })
+    fn waiting(&self) -> usize {
+        self.pending.len() - self.start
     }
 
-    fn sink_mut(&mut self) -> Option<&mut Sink> {
-        Some(match self {
-            Stage::Gzip(d) => d.get_mut(),
-            Stage::Zlib(d) => d.get_mut(),
-            Stage::RawDeflate(d) => d.get_mut(),
-            Stage::DeflateUndecided(_) => return None,
-            Stage::Brotli(d) => d.get_mut(),
-            Stage::Zstd(d) => d.get_mut(),
-        })
-    }
-
-    /// Settles a `deflate` stage once two bytes are known: zlib when they form a valid
-    /// zlib header (RFC 1950), raw deflate otherwise.
-    fn settle(&mut self, data: &[u8], at_end: bool) -> Vec<u8> {
-        let Stage::DeflateUndecided(held) = self else {
-            return data.to_vec();
-        };
-        held.extend_from_slice(data);
-        if held.len() < 2 && !at_end {
-            return Vec::new();
-        }
-        let held = std::mem::take(held);
-        let zlib = held.len() >= 2
-            && held[0] & 0x0f == 8
-            && (u16::from(held[0]) << 8 | u16::from(held[1])) % 31 == 0;
-        *self = if zlib {
-            Stage::Zlib(flate2::write::ZlibDecoder::new(sink()))
-        } else {
-            Stage::RawDeflate(flate2::write::DeflateDecoder::new(sink()))
-        };
-        held
-    }
-
-    fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        match self {
-            Stage::Gzip(d) => d.write_all(data),
-            Stage::Zlib(d) => d.write_all(data),
-            Stage::RawDeflate(d) => d.write_all(data),
-            Stage::DeflateUndecided(_) => Ok(()),
-            Stage::Brotli(d) => d.write_all(data),
-            Stage::Zstd(d) => d.write_all(data),
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.pending.len() {
+            self.pending.clear();
+            self.start = 0;
         }
     }
 
-    fn finish(&mut self) -> io::Result<()> {
-        match self {
-            Stage::Gzip(d) => d.try_finish(),
-            Stage::Zlib(d) => d.try_finish(),
-            Stage::RawDeflate(d) => d.try_finish(),
-            Stage::DeflateUndecided(_) => Ok(()),
-            Stage::Brotli(d) => d.flush().and_then(|()| d.close()),
-            Stage::Zstd(d) => d.flush(),
+    fn append(&mut self, data: &[u8]) {
+        if self.start > 0 {
+            self.pending.drain(..self.start);
+            self.start = 0;
         }
+        self.pending.extend_from_slice(data);
     }
 }
 
-/// Feeds `data` through one stage (at most `room` bytes out); returns what came out.
-fn step(stage: &mut Stage, data: &[u8], at_end: bool, room: u64) -> io::Result<Vec<u8>> {
-    let input = stage.settle(data, at_end);
-    let Some(sink) = stage.sink_mut() else {
-        return Ok(Vec::new());
-    };
-    sink.room = room;
-    stage.write(&input)?;
-    if at_end {
-        stage.finish()?;
-    }
-    Ok(stage
-        .sink_mut()
-        .map(|sink| std::mem::take(&mut sink.buf))
-        .unwrap_or_default())
-}
-
-/// Undoes the codings of one body as it streams.
+/// Undoes the codings of one body as it streams. Input is given with [`Decoder::feed`]
+/// and output taken in bounded steps with [`Decoder::pull`] (so a caller decides how many
+/// decoded bytes exist at once, and can account for them: [`Decoder::memory`]), or both at
+/// once with [`Decoder::push`] and [`Decoder::finish`].
 pub struct Decoder {
     /// In decoding order (the last coding applied first).
-    stages: Vec<(Coding, Stage)>,
+    layers: Vec<Layer>,
     limits: Limits,
     input: u64,
     output: u64,
+    /// No more input comes.
+    ended: bool,
 }
 
 impl Decoder {
@@ -262,89 +178,207 @@ impl Decoder {
         if codings.len() > MAX_LAYERS {
             return Err(DecodeError::TooManyLayers);
         }
-        let stages = codings
+        let layers = codings
             .iter()
             .rev()
-            .map(|&coding| Stage::new(coding).map(|stage| (coding, stage)))
-            .collect::<Result<_, _>>()?;
+            .map(|&coding| {
+                let stage =
+                    Stage::new(coding).map_err(|e| DecodeError::Corrupt(coding, e.to_string()))?;
+                Ok(Layer {
+                    coding,
+                    stage,
+                    pending: Vec::new(),
+                    start: 0,
+                    produced: 0,
+                    done: false,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?;
         Ok(Decoder {
-            stages,
+            layers,
             limits,
             input: 0,
             output: 0,
+            ended: false,
         })
     }
 
     /// Decodes the next chunk of the coded body; returns the decoded bytes it completes.
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<u8>, DecodeError> {
-        self.input += chunk.len() as u64;
-        self.run(chunk, false)
+        self.feed(chunk);
+        self.pull(usize::MAX)
     }
 
     /// Ends the body: flushes every stage; an unfinished coded stream is an error.
     pub fn finish(&mut self) -> Result<Vec<u8>, DecodeError> {
-        self.run(&[], true)
+        self.end_input();
+        let out = self.pull(usize::MAX)?;
+        match self.layers.iter().find(|layer| !layer.done) {
+            Some(layer) => Err(DecodeError::Truncated(layer.coding)),
+            None => Ok(out),
+        }
     }
 
-    fn run(&mut self, chunk: &[u8], at_end: bool) -> Result<Vec<u8>, DecodeError> {
-        let room = self.room();
-        let mut data = chunk.to_vec();
-        for index in 0..self.stages.len() {
-            let (coding, stage) = &mut self.stages[index];
-            let coding = *coding;
-            data = match step(stage, &data, at_end, room) {
-                Ok(out) => out,
-                Err(error) => {
-                    return Err(self
-                        .limit_error(&error)
-                        .unwrap_or_else(|| DecodeError::Corrupt(coding, error.to_string())));
+    /// Gives the next chunk of the coded body (decoded by the next [`Decoder::pull`]).
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.input += chunk.len() as u64;
+        if let Some(first) = self.layers.first_mut() {
+            first.append(chunk);
+        }
+    }
+
+    /// Says that the coded body has ended.
+    pub fn end_input(&mut self) {
+        self.ended = true;
+    }
+
+    /// Whether every coded byte given has been decoded and written (more input is needed
+    /// to go on, or the body has ended).
+    pub fn wants_input(&self) -> bool {
+        !self.ended && self.layers.iter().all(|layer| layer.waiting() == 0)
+    }
+
+    /// Whether the body has ended and every stage has written all it held.
+    pub fn is_finished(&self) -> bool {
+        self.ended && self.layers.iter().all(|layer| layer.done)
+    }
+
+    /// The most memory the decoder may hold, besides its output, after a
+    /// [`Decoder::pull`] of `step` bytes: its stages' state, the bytes between stacked
+    /// codings, and the window of zstd and brotli (as much of it as the decoded bytes
+    /// could have filled, for the outermost coding; all of it for the others).
+    pub fn memory(&self, step: usize) -> usize {
+        let last = self.layers.len().saturating_sub(1);
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(index, layer)| {
+                let cap = stage::window_cap(layer.coding);
+                let window = if index == last {
+                    let filled = usize::try_from(layer.produced).unwrap_or(usize::MAX);
+                    cap.min(filled.saturating_add(step))
+                } else {
+                    cap
+                };
+                let between = if index > 0 { BETWEEN_STAGES } else { 0 };
+                stage::state_bytes(layer.coding) + window + between
+            })
+            .sum()
+    }
+
+    /// Decodes what it can of the input given, writing at most `max` bytes (fewer when
+    /// it needs more input or the body is done); the rest stays for the next pull.
+    pub fn pull(&mut self, max: usize) -> Result<Vec<u8>, DecodeError> {
+        let mut out = Vec::new();
+        loop {
+            let before = (out.len(), self.progress());
+            for index in 0..self.layers.len() {
+                self.step_layer(index, max, &mut out)?;
+            }
+            if out.len() >= max || before == (out.len(), self.progress()) {
+                break;
+            }
+        }
+        self.output += out.len() as u64;
+        Ok(out)
+    }
+
+    /// A measure that grows with every byte consumed or written by any layer.
+    fn progress(&self) -> (u64, usize, usize) {
+        let produced = self.layers.iter().map(|layer| layer.produced).sum();
+        let waiting = self.layers.iter().map(Layer::waiting).sum();
+        let done = self.layers.iter().filter(|layer| layer.done).count();
+        (produced, waiting, done)
+    }
+
+    /// Runs layer `index` once; its output goes to the next layer or to `out`.
+    fn step_layer(
+        &mut self,
+        index: usize,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let last = index + 1 == self.layers.len();
+        let step = if last {
+            max.saturating_sub(out.len())
+        } else {
+            BETWEEN_STAGES.saturating_sub(self.layers[index + 1].waiting())
+        };
+        let upstream_done = self.ended && self.layers[..index].iter().all(|layer| layer.done);
+        let limit = self.room(self.layers[index].produced);
+        let room = stage::Room { step, limit };
+        let layer = &mut self.layers[index];
+        if layer.done || step == 0 {
+            return Ok(());
+        }
+        if layer.stage.undecided() {
+            if upstream_done && layer.waiting() == 0 {
+                // An empty `deflate` body.
+                layer.done = true;
+                return Ok(());
+            }
+            if layer.waiting() < 2 && !upstream_done {
+                return Ok(());
+            }
+            let head = layer.input()[..layer.waiting().min(2)].to_vec();
+            layer.stage.decide(&head);
+        }
+        let coding = layer.coding;
+        let fail = |error: io::Error, decoder: &Decoder| {
+            decoder
+                .limit_error(&error, index)
+                .unwrap_or_else(|| DecodeError::Corrupt(coding, error.to_string()))
+        };
+        let (written, finished) = if upstream_done && layer.waiting() == 0 {
+            match layer.stage.finish(room) {
+                Ok((written, done)) => (written, done),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(DecodeError::Truncated(coding));
                 }
-            };
+                Err(e) => return Err(fail(e, self)),
+            }
+        } else {
+            match layer.stage.run(&layer.pending[layer.start..], room) {
+                Ok((used, written)) => {
+                    layer.consume(used);
+                    (written, false)
+                }
+                Err(e) => return Err(fail(e, self)),
+            }
+        };
+        let layer = &mut self.layers[index];
+        layer.produced += written.len() as u64;
+        layer.done = finished;
+        match self.layers.get_mut(index + 1) {
+            Some(next) => next.append(&written),
+            None => out.extend_from_slice(&written),
         }
-        self.output += data.len() as u64;
-        if at_end {
-            self.check_complete()?;
-        }
-        Ok(data)
+        Ok(())
     }
 
-    /// How many decoded bytes the limits still allow.
-    fn room(&self) -> u64 {
-        let by_size = self.limits.max_output.saturating_sub(self.output);
+    /// How many more bytes a layer that has written `produced` may write within the
+    /// limits.
+    fn room(&self, produced: u64) -> u64 {
+        let by_size = self.limits.max_output.saturating_sub(produced);
         let by_ratio = self
             .input
             .saturating_mul(self.limits.max_ratio)
             .max(self.limits.ratio_floor)
-            .saturating_sub(self.output);
+            .saturating_sub(produced);
         by_size.min(by_ratio)
     }
 
-    fn limit_error(&self, error: &io::Error) -> Option<DecodeError> {
-        let over = error
-            .get_ref()
-            .is_some_and(|inner| inner.downcast_ref::<OverLimit>().is_some());
-        if !over {
+    fn limit_error(&self, error: &io::Error, index: usize) -> Option<DecodeError> {
+        if !stage::is_over_limit(error) {
             return None;
         }
-        let by_size = self.limits.max_output.saturating_sub(self.output);
-        Some(if by_size <= self.room() {
+        let produced = self.layers[index].produced;
+        let by_size = self.limits.max_output.saturating_sub(produced);
+        Some(if by_size <= self.room(produced) {
             DecodeError::TooLarge(self.limits.max_output)
         } else {
             DecodeError::Ratio(self.limits.max_ratio)
         })
-    }
-
-    fn check_complete(&self) -> Result<(), DecodeError> {
-        for (coding, stage) in &self.stages {
-            let truncated = match stage {
-                Stage::DeflateUndecided(held) => !held.is_empty(),
-                _ => false,
-            };
-            if truncated {
-                return Err(DecodeError::Truncated(*coding));
-            }
-        }
-        Ok(())
     }
 }
 

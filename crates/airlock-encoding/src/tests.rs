@@ -177,3 +177,92 @@ proptest! {
         let _ = decode(&[coding], &data, 64, Limits::default());
     }
 }
+
+/// Decodes `coded` pulling at most `step` bytes at a time, checking every pull's size.
+fn decode_in_steps(codings: &[Coding], coded: &[u8], step: usize) -> Result<Vec<u8>, DecodeError> {
+    let mut decoder = Decoder::new(codings, Limits::default())?;
+    let mut out = Vec::new();
+    let mut chunks = coded.chunks(1000);
+    for _ in 0..1_000_000 {
+        if decoder.is_finished() {
+            return Ok(out);
+        }
+        if decoder.wants_input() {
+            match chunks.next() {
+                Some(chunk) => decoder.feed(chunk),
+                None => decoder.end_input(),
+            }
+        }
+        let pulled = decoder.pull(step)?;
+        assert!(pulled.len() <= step, "{} > {step}", pulled.len());
+        out.extend(pulled);
+    }
+    panic!("the decoder made no progress");
+}
+
+#[test]
+fn pulls_never_exceed_their_step_and_lose_nothing() {
+    let text: Vec<u8> = (0..40_000u32)
+        .flat_map(|i| format!("line {} of the body\n", i % 977).into_bytes())
+        .collect();
+    for coding in [Coding::Gzip, Coding::Deflate, Coding::Brotli, Coding::Zstd] {
+        let coded = encode(coding, &text);
+        for step in [7, 4096, 64 * 1024] {
+            let out = decode_in_steps(&[coding], &coded, step).unwrap();
+            assert!(out == text, "{coding:?} step {step}");
+        }
+    }
+    let layered = zstd(&gzip(&text));
+    let out = decode_in_steps(&[Coding::Gzip, Coding::Zstd], &layered, 4096).unwrap();
+    assert!(out == text, "stacked");
+}
+
+#[test]
+fn memory_counts_windows_as_they_fill_up_to_their_caps() {
+    let mut decoder = Decoder::new(&[Coding::Zstd], Limits::default()).unwrap();
+    assert_eq!(decoder.memory(1000), 512 * 1024 + 1000);
+    decoder.feed(&zstd(&vec![7u8; 4 << 20]));
+    let first = decoder.pull(1 << 20).unwrap();
+    assert_eq!(first.len(), 1 << 20);
+    assert_eq!(decoder.memory(1000), 512 * 1024 + (1 << 20) + 1000);
+    assert_eq!(
+        decoder.memory(usize::MAX),
+        512 * 1024 + (1 << ZSTD_WINDOW_LOG_MAX)
+    );
+    // brotli applied first is undone last: only the outermost window fills lazily.
+    let stacked = Decoder::new(&[Coding::Gzip, Coding::Brotli], Limits::default()).unwrap();
+    let brotli_state = 2 * 1024 * 1024 + BROTLI_WINDOW_MAX;
+    assert_eq!(stacked.memory(0), brotli_state + 128 * 1024 + 64 * 1024);
+}
+
+#[test]
+fn a_zstd_window_over_8_mib_is_refused() {
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    encoder
+        .set_parameter(zstd::stream::raw::CParameter::WindowLog(25))
+        .unwrap();
+    encoder.write_all(&b"0123456789".repeat(1000)).unwrap();
+    let coded = encoder.finish().unwrap();
+    let result = decode(&[Coding::Zstd], &coded, 4096, Limits::default());
+    assert!(
+        matches!(&result, Err(DecodeError::Corrupt(Coding::Zstd, _))),
+        "{:?}",
+        result.map(|o| o.len())
+    );
+    let mut fits = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    fits.set_parameter(zstd::stream::raw::CParameter::WindowLog(23))
+        .unwrap();
+    fits.write_all(&b"0123456789".repeat(1000)).unwrap();
+    let coded = fits.finish().unwrap();
+    assert!(decode(&[Coding::Zstd], &coded, 4096, Limits::default()).is_ok());
+}
+
+#[test]
+fn a_cut_zstd_or_brotli_stream_is_truncated() {
+    let text = b"cut short ".repeat(10_000);
+    for coding in [Coding::Zstd, Coding::Brotli, Coding::Gzip] {
+        let coded = encode(coding, &text);
+        let result = decode(&[coding], &coded[..coded.len() / 2], 512, Limits::default());
+        assert!(result.is_err(), "{coding:?}");
+    }
+}

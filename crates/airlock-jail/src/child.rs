@@ -79,6 +79,11 @@ pub(crate) struct ChildPlan {
     /// `(stdin, stdout)` descriptors that become 0 and 1 (`JailSpec::stdio`); they stay
     /// open in airlock (its `JailSpec` holds them) until the fork is done.
     pub(crate) stdio: Option<(RawFd, RawFd)>,
+    /// The pseudo-terminal's far end and the standard streams it replaces
+    /// (`JailSpec::terminal`); open in airlock until the fork is done.
+    pub(crate) terminal: Option<(RawFd, [bool; 3])>,
+    /// The command's system-call filters, compiled before the fork.
+    pub(crate) seccomp: crate::seccomp::Programs,
 }
 
 /// Runs the jail in the freshly forked child. Never returns.
@@ -142,6 +147,9 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     }
     if let Some((stdin, stdout)) = plan.stdio {
         redirect_stdio(stdin, stdout).at(SetupStep::CloseInheritedDescriptors)?;
+    }
+    if let Some((far_end, streams)) = plan.terminal {
+        redirect_to_terminal(far_end, streams).at(SetupStep::CloseInheritedDescriptors)?;
     }
     close_descriptors_except(control).at(SetupStep::CloseInheritedDescriptors)?;
     for (start, end) in plan.inherited_areas {
@@ -208,7 +216,18 @@ fn build_jail(plan: &ChildPlan, control: RawFd) -> StepResult<Never> {
     relay_until_init_exits(init_pid, &signals, &status_read)
 }
 
-/// Closes every descriptor above 2 except `keep`.
+/// Makes the pseudo-terminal's far end each standard stream `streams` names.
+fn redirect_to_terminal(far_end: RawFd, streams: [bool; 3]) -> io::Result<()> {
+    for (target, replace) in (0..).zip(streams) {
+        // SAFETY: dup2 replaces descriptor 0, 1 or 2 of this (forked, single-threaded)
+        // process with a descriptor it inherited open.
+        if replace && unsafe { libc::dup2(far_end, target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Makes `stdin` and `stdout` descriptors 0 and 1. Both are first copied above 2, so a
 /// source that is itself 0 or 1 is not overwritten before it is read; the copies are
 /// closed with the other inherited descriptors.
@@ -231,6 +250,7 @@ fn redirect_stdio(stdin: RawFd, stdout: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor above 2 except `keep`.
 fn close_descriptors_except(keep: RawFd) -> io::Result<()> {
     let keep =
         libc::c_uint::try_from(keep).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
@@ -677,11 +697,14 @@ fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
     if let Err(error) = reset_signals() {
         fail(control, SetupStep::ResetSignals, None, &error);
     }
+    if let Err(error) = own_session(plan.terminal.map(|(_, streams)| streams)) {
+        fail(control, SetupStep::OwnSession, None, &error);
+    }
+    // No privilege gain through setuid or file capabilities, whatever the confinement.
+    if let Err(errno) = nix::sys::prctl::set_no_new_privs() {
+        fail(control, SetupStep::SystemCallFilter, None, &errno.into());
+    }
     if let Some(fs) = &plan.fs {
-        // No privilege gain through setuid or file capabilities, Landlock or not.
-        if let Err(errno) = nix::sys::prctl::set_no_new_privs() {
-            fail(control, SetupStep::Landlock, None, &errno.into());
-        }
         let abi = if fs.landlock {
             match confine::apply_landlock(fs) {
                 Ok(abi) => abi,
@@ -694,6 +717,9 @@ fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
         if let Err(errno) = send_message(control, Message::Confined { landlock_abi: abi }, None) {
             fail(control, SetupStep::Landlock, None, &errno.into());
         }
+    }
+    if let Err(error) = crate::seccomp::install(&plan.seccomp) {
+        fail(control, SetupStep::SystemCallFilter, None, &error);
     }
     let mut saw_permission_denied = false;
     let mut last_errno = libc::ENOENT;
@@ -715,6 +741,22 @@ fn exec_command(plan: &ChildPlan, control: RawFd) -> ! {
     // If the report cannot be sent airlock still sees the exit status.
     let _ = send_message(control, Message::ExecFailed { errno }, None);
     exit_now(crate::error::ExecFailure::from_errno(errno).shell_status())
+}
+
+/// Leaves the launcher's session (so that its terminal is no controlling terminal of the
+/// command's) and, with a pseudo-terminal on the standard streams `streams` names, makes
+/// that the controlling terminal of the new session.
+pub(crate) fn own_session(terminal: Option<[bool; 3]>) -> io::Result<()> {
+    nix::unistd::setsid()?;
+    if let Some(streams) = terminal
+        && let Some(fd) = (0..).zip(streams).find_map(|(fd, on)| on.then_some(fd))
+    {
+        // SAFETY: TIOCSCTTY with argument 0 on an open descriptor of this session leader.
+        if unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Empties the bounding, ambient, inheritable, permitted and effective

@@ -22,14 +22,15 @@ use crate::error::SetupStep;
 
 /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NOSUID` from `<linux/mount.h>`.
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `AT_RECURSIVE` from `<linux/fcntl.h>`.
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 /// Devices the command's `/dev` offers, bound from the host's.
-const DEVICES: [&CStr; 7] = [
-    c"null", c"zero", c"full", c"random", c"urandom", c"tty", c"ptmx",
-];
-/// Links in the command's `/dev`.
-const DEV_LINKS: [(&CStr, &CStr); 4] = [
+const DEVICES: [&CStr; 6] = [c"null", c"zero", c"full", c"random", c"urandom", c"tty"];
+/// Links in the command's `/dev` (`ptmx` opens the jail's own pseudo-terminals).
+const DEV_LINKS: [(&CStr, &CStr); 5] = [
+    (c"pts/ptmx", c"/dev/ptmx"),
     (c"/proc/self/fd", c"/dev/fd"),
     (c"/proc/self/fd/0", c"/dev/stdin"),
     (c"/proc/self/fd/1", c"/dev/stdout"),
@@ -69,7 +70,6 @@ pub(crate) struct Sources {
     writable: Vec<OwnedFd>,
     reexposed: Vec<OwnedFd>,
     devices: Vec<Option<OwnedFd>>,
-    pts: Option<OwnedFd>,
 }
 
 /// Opens every bind source while the host tree is still visible.
@@ -80,12 +80,10 @@ pub(crate) fn open_sources(plan: &FsPlan) -> Result<Sources, Failure> {
         .iter()
         .map(|name| open_path(&dev_path(name)).ok())
         .collect();
-    let pts = open_path(c"/dev/pts").ok();
     Ok(Sources {
         writable,
         reexposed,
         devices,
-        pts,
     })
 }
 
@@ -120,11 +118,18 @@ pub(crate) fn read_only_host() -> Result<(), Failure> {
 }
 
 /// After the hidden paths are covered: the private `/dev`, `/tmp` and `/var/tmp`, the
-/// writable binds (recursive, so hidden paths below them stay covered) and the protected
+/// writable binds (recursive, so hidden paths below them stay covered), the directories
+/// leading to each protected path made mount points ([`anchors_of`]) and the protected
 /// binds inside them.
 pub(crate) fn confine(plan: &FsPlan, sources: &Sources) -> Result<(), Failure> {
     build_dev(sources).map_err(|e| (SetupStep::MinimalDev, None, e))?;
     for dir in PRIVATE_TMP {
+        // A writable directory that is this very directory (`cd /tmp && airlock run`)
+        // shows the host's: a tmpfs mounted on it would be copied by that directory's
+        // recursive bind below (the bind's source is the tmpfs's mount point) and cover it.
+        if plan.writable.iter().any(|path| path.as_c_str() == dir) {
+            continue;
+        }
         match private_tmpfs(dir) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && dir != c"/tmp" => {}
             result => result.map_err(|e| (SetupStep::PrivateTmp, None, e))?,
@@ -133,10 +138,101 @@ pub(crate) fn confine(plan: &FsPlan, sources: &Sources) -> Result<(), Failure> {
     for (index, (path, fd)) in plan.writable.iter().zip(&sources.writable).enumerate() {
         bind_writable(path, fd).map_err(|e| (SetupStep::WritablePath, Some(index as u32), e))?;
     }
+    for (index, path) in plan.writable.iter().enumerate() {
+        for anchor in anchors_of(plan, path) {
+            anchor_dir(&anchor).map_err(|e| (SetupStep::WritablePath, Some(index as u32), e))?;
+        }
+    }
     for (index, path) in plan.protected.iter().enumerate() {
-        protect(path).map_err(|e| (SetupStep::ProtectPath, Some(index as u32), e))?;
+        // A protected path removed (by the host) since the plan was made has nothing left
+        // to protect; the end-of-run check finds it if the command creates it again.
+        let vanished = |e: &io::Error| e.kind() == io::ErrorKind::NotFound;
+        let at = |e: io::Error| (SetupStep::ProtectPath, Some(index as u32), e);
+        for anchor in anchors_of(plan, path) {
+            match anchor_dir(&anchor) {
+                Err(e) if !vanished(&e) => return Err(at(e)),
+                _ => {}
+            }
+        }
+        match protect(path) {
+            Err(e) if std::fs::symlink_metadata(path_of(path)).is_err() && vanished(&e) => {}
+            Err(e) => return Err(at(e)),
+            Ok(()) => {}
+        }
     }
     Ok(())
+}
+
+/// The directories strictly between the innermost writable directory holding `path` and
+/// `path` itself (`proj/.git` for `proj/.git/hooks`), outermost first, that are not
+/// already mount points. Each becomes a mount point (bound onto itself, still writable):
+/// the kernel refuses to rename or remove a mount point (`EBUSY`), so `mv .git x` cannot
+/// carry the read-only binds away and leave a fresh `.git` in their place. Nested
+/// writable directories count as protected paths here: they cannot be moved either.
+fn anchors_of(plan: &FsPlan, path: &CStr) -> Vec<CString> {
+    let bytes = path.to_bytes();
+    let inside =
+        |dir: &[u8]| bytes.len() > dir.len() && bytes.starts_with(dir) && bytes[dir.len()] == b'/';
+    let Some(root) = plan
+        .writable
+        .iter()
+        .map(|w| w.to_bytes())
+        .filter(|w| inside(w))
+        .max_by_key(|w| w.len())
+    else {
+        return Vec::new();
+    };
+    let mut anchors = Vec::new();
+    for (position, byte) in bytes.iter().enumerate().skip(root.len() + 1) {
+        if *byte == b'/' {
+            let dir = &bytes[..position];
+            let known = plan.protected.iter().chain(&plan.writable);
+            if !known.into_iter().any(|p| p.to_bytes() == dir) {
+                // A prefix of a C string holds no NUL byte.
+                anchors.push(CString::new(dir).unwrap_or_default());
+            }
+        }
+    }
+    anchors
+}
+
+/// Makes `dir` a mount point of itself (with what lies below), unless it already is one.
+fn anchor_dir(dir: &CStr) -> io::Result<()> {
+    let metadata = std::fs::symlink_metadata(path_of(dir))?;
+    // Not a directory (a link planted meanwhile): nothing to bind, the protected path
+    // bind below then fails or holds on its own.
+    if !metadata.is_dir() || is_mount_point(dir)? {
+        return Ok(());
+    }
+    bind_tree(dir, dir)?;
+    Ok(())
+}
+
+/// Whether `dir` is a mount point: its parent lies on another mount (`statx`'s mount id).
+fn is_mount_point(dir: &CStr) -> io::Result<bool> {
+    let id = |path: &std::path::Path| -> io::Result<u64> {
+        let path = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+            .map_err(io::Error::other)?;
+        // SAFETY: `statx` is plain data; zeroed is a valid value for it.
+        let mut buffer: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is a valid C string and `buffer` a writable `struct statx`.
+        let result = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                libc::STATX_MNT_ID,
+                &mut buffer,
+            )
+        };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(buffer.stx_mnt_id)
+    };
+    let path = path_of(dir);
+    let parent = path.parent().unwrap_or(path);
+    Ok(id(path)? != id(parent)?)
 }
 
 /// `mount_setattr(2)`: sets or clears `MOUNT_ATTR_RDONLY` on the mount at `path` (and
@@ -150,7 +246,13 @@ fn set_read_only(path: &CStr, recursive: bool, read_only: bool) -> io::Result<()
         userns_fd: u64,
     }
     let attr = MountAttr {
-        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        // What the command can write never honours a set-user-ID bit (the system-call
+        // filter also refuses to make one).
+        attr_set: if read_only {
+            MOUNT_ATTR_RDONLY
+        } else {
+            MOUNT_ATTR_NOSUID
+        },
         attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
         propagation: 0,
         userns_fd: 0,
@@ -188,7 +290,8 @@ fn private_tmpfs(dir: &CStr) -> io::Result<()> {
     Ok(())
 }
 
-/// A tmpfs `/dev` with the usual devices bound from the host's, `/dev/pts`, a private
+/// A tmpfs `/dev` with the usual devices bound from the host's, a `/dev/pts` of its own, a
+/// private
 /// `/dev/shm` and the `fd`/`stdin`/`stdout`/`stderr` links; then read-only.
 fn build_dev(sources: &Sources) -> io::Result<()> {
     mount(
@@ -210,10 +313,17 @@ fn build_dev(sources: &Sources) -> io::Result<()> {
             None::<&str>,
         )?;
     }
-    if let Some(pts) = &sources.pts {
-        std::fs::create_dir(path_of(c"/dev/pts"))?;
-        bind_tree(fd_path(pts).as_c_str(), c"/dev/pts")?;
-    }
+    // A devpts instance of the jail's own: the host's pseudo-terminals (the user's other
+    // terminals among them) are not there to be opened, read or written. Where the
+    // kernel refuses one, the command has no pseudo-terminals at all.
+    std::fs::create_dir(path_of(c"/dev/pts"))?;
+    let _ = mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    );
     std::fs::create_dir(path_of(c"/dev/shm"))?;
     private_tmpfs(c"/dev/shm")?;
     for (target, link) in DEV_LINKS {

@@ -24,7 +24,10 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::child::{drop_capabilities, reset_signals};
+use crate::child::{drop_capabilities, own_session, reset_signals};
+
+/// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// Signals the waiting process passes on to the command.
 const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
@@ -113,6 +116,7 @@ impl JailEntry {
     pub fn install(self, command: &mut Command, cwd: &Path) -> io::Result<()> {
         let cwd = CString::new(cwd.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the directory"))?;
+        let filters = crate::seccomp::programs()?;
         // SAFETY: the closure runs in the forked child before exec and makes system calls
         // (write, setns, fork, waitpid, kill, sigaction, prctl, chdir, close_range, _exit)
         // on data prepared before the fork; the Landlock layer also allocates, which
@@ -120,7 +124,7 @@ impl JailEntry {
         unsafe {
             command.pre_exec(move || {
                 join_cgroups(&self.cgroups)?;
-                enter_in_child(&self.namespaces, self.landlock.as_ref(), &cwd)
+                enter_in_child(&self.namespaces, self.landlock.as_ref(), &cwd, &filters)
             });
         }
         Ok(())
@@ -144,6 +148,7 @@ fn enter_in_child(
     namespaces: &[(File, libc::c_int)],
     landlock: Option<&crate::confine::FsPlan>,
     cwd: &CString,
+    filters: &crate::seccomp::Programs,
 ) -> io::Result<()> {
     for (file, flag) in namespaces {
         // SAFETY: setns on an open namespace descriptor; this process is single-threaded.
@@ -161,13 +166,15 @@ fn enter_in_child(
         if let Some(plan) = landlock {
             crate::confine::apply_landlock(plan)?;
         }
-        return Ok(());
+        return crate::seccomp::install(filters);
     }
     wait_and_exit(pid)
 }
 
 /// The command's own process, inside every namespace: dies with its waiter, loses every
-/// capability, gets default signals, and changes directory. Returning lets `exec` run.
+/// capability, gets default signals, a session of its own (the caller's terminal is not
+/// its controlling terminal) and none of the caller's descriptors above 2, and changes
+/// directory. Returning lets the system-call filter be installed and `exec` run.
 fn prepare_command(cwd: &CString) -> io::Result<()> {
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
@@ -175,6 +182,21 @@ fn prepare_command(cwd: &CString) -> io::Result<()> {
     }
     drop_capabilities()?;
     reset_signals()?;
+    own_session(None)?;
+    // Whatever the caller left open (a directory of the host, another sandbox's files)
+    // closes at exec; `Command`'s own exec-report pipe is close-on-exec already.
+    // SAFETY: close_range on this process's own descriptor table.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
     // SAFETY: `cwd` is a valid NUL-terminated path.
     if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
         return Err(io::Error::last_os_error());

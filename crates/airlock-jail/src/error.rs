@@ -64,11 +64,16 @@ pub enum SetupStep {
     ReexposePath,
     /// Applying the Landlock rules in the command's process.
     Landlock,
+    /// Starting the command's own session (and its pseudo-terminal as the controlling
+    /// terminal).
+    OwnSession,
+    /// Installing the command's system-call filter (`no_new_privs`, seccomp).
+    SystemCallFilter,
 }
 
 impl SetupStep {
     /// Every step, in the order of their wire codes.
-    const ALL: [SetupStep; 29] = [
+    const ALL: [SetupStep; 31] = [
         SetupStep::ParentDeathSignal,
         SetupStep::CloseInheritedDescriptors,
         SetupStep::Unshare,
@@ -98,6 +103,8 @@ impl SetupStep {
         SetupStep::ProtectPath,
         SetupStep::ReexposePath,
         SetupStep::Landlock,
+        SetupStep::OwnSession,
+        SetupStep::SystemCallFilter,
     ];
 
     /// The step's one-byte code on the jail's control socket.
@@ -143,6 +150,8 @@ impl SetupStep {
             SetupStep::ProtectPath => "write-protecting a path",
             SetupStep::ReexposePath => "showing a readable exception",
             SetupStep::Landlock => "applying the Landlock rules",
+            SetupStep::OwnSession => "starting the command's own session",
+            SetupStep::SystemCallFilter => "installing the system-call filter",
         }
     }
 }

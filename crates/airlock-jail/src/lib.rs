@@ -22,11 +22,14 @@
 //! that already exists (a `docker run --network none` container's): the same
 //! routes and listeners, made from a dedicated thread that enters it.
 //!
-//! Signals: terminal-generated signals (Ctrl-C, window size changes) reach
-//! the command directly, as it stays in airlock's process group. A launcher
-//! should therefore ignore `SIGINT` while the command runs, as shells do, and
-//! forward only signals that a process sent it (`SIGTERM`, `SIGHUP`) with
-//! [`RunningJail::signal`] (or a [`JailSignaller`] from another thread).
+//! Terminal and signals: the command runs in a session of its own, never on the
+//! user's terminal as its controlling terminal, under a system-call filter that
+//! refuses `TIOCSTI`/`TIOCLINUX` and set-user-ID or set-group-ID files (see
+//! the `seccomp` and `terminal` modules). An interactive launcher gives it a
+//! [`Terminal`] and relays it; terminal-generated signals then arise inside
+//! that pseudo-terminal. Without one, a launcher forwards the signals it gets
+//! (`SIGINT` included) with [`RunningJail::signal`] (or a [`JailSignaller`]
+//! from another thread).
 //!
 //! ```no_run
 //! use airlock_jail::{Jail, JailError, JailSpec, Protocol, original_destination};
@@ -42,6 +45,7 @@
 //!         bind_files: Vec::new(),
 //!         filesystem: None,
 //!         stdio: None,
+//!         terminal: None,
 //!     };
 //!     let mut jail = Jail::spawn(spec)?; // JailError::exit_status() == 125
 //!     for listener in std::mem::take(&mut jail.listeners) {
@@ -71,6 +75,8 @@ mod enter;
 mod error;
 mod netlink;
 mod parent;
+mod seccomp;
+mod terminal;
 mod wire;
 
 use std::ffi::OsString;
@@ -83,6 +89,7 @@ pub use capture::capture_network_namespace;
 pub use enter::JailEntry;
 pub use error::{ExecFailure, JailError, SetupStep};
 pub use parent::{Jail, JailExit, JailSignaller, RunningJail};
+pub use terminal::{Resizer, Terminal, TerminalRelay};
 
 /// What to run in the jail and how to build it.
 #[derive(Debug, Clone, Default)]
@@ -115,6 +122,21 @@ pub struct JailSpec {
     /// Descriptors that become the command's standard input and output instead of
     /// airlock's own (`airlock mcp` relays them); `None` inherits airlock's.
     pub stdio: Option<JailStdio>,
+    /// A pseudo-terminal for an interactive command ([`Terminal::for_jail`]): its far end
+    /// replaces the standard streams that were airlock's terminal and becomes the
+    /// command's controlling terminal. Without one the command keeps airlock's streams.
+    /// Either way it runs in a session of its own.
+    pub terminal: Option<JailTerminal>,
+}
+
+/// The far end of the command's pseudo-terminal ([`Terminal`]), and which of the
+/// standard streams (0, 1, 2) it replaces.
+#[derive(Debug, Clone)]
+pub struct JailTerminal {
+    /// The pseudo-terminal's far (slave) end.
+    pub far_end: std::sync::Arc<OwnedFd>,
+    /// For descriptors 0, 1 and 2: whether the far end replaces it.
+    pub streams: [bool; 3],
 }
 
 /// The command's standard input and output, when not airlock's own: typically the

@@ -625,6 +625,12 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
             use std::os::fd::AsRawFd;
             (stdio.stdin.as_raw_fd(), stdio.stdout.as_raw_fd())
         }),
+        terminal: spec
+            .terminal
+            .as_ref()
+            .map(|terminal| (terminal.far_end.as_raw_fd(), terminal.streams)),
+        seccomp: crate::seccomp::programs()
+            .map_err(|error| launcher("compiling the system-call filter", error))?,
     })
 }
 

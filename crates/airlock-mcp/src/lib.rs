@@ -59,6 +59,11 @@ pub enum Uninspectable {
     /// An SSE stream breaks lines with a lone CR or announces an endpoint outside the rule.
     #[error("the event stream cannot be inspected: {0}")]
     Stream(&'static str),
+    /// A stdio line carries a raw character that some MCP peer reads as a line break
+    /// (`\r` other than one right before the newline, U+2028, U+2029, ...): the peer
+    /// could see two messages where airlock saw one ([`stdio::LINE_BREAKS`]).
+    #[error("the line carries a raw line break (U+{0:04X}) other than its final newline")]
+    LineBreak(u32),
 }
 
 /// Whether `rule` lets the tool `name` be called: the deny list is checked first and

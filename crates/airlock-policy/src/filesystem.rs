@@ -61,16 +61,57 @@ pub const SYSTEM_HIDDEN: &[&str] = &[
 ];
 
 /// Names that make code run later on the host: read-only wherever they exist at start,
-/// even inside writable directories. Matched as trailing path components.
+/// even inside writable directories, and quarantined at the end of a run when the command
+/// created them (docs/security.md, "What the command can read and write"). Matched as
+/// trailing path components.
 pub const PROTECTED_NAMES: &[&str] = &[
+    // git: hooks, configuration, and every file that points git at another configuration.
     ".git/hooks",
     ".git/config",
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/worktrees",
+    // A submodule's own repository stays writable (its objects, refs and index), but not
+    // what runs code (`*` matches any one name).
+    ".git/modules/*/config",
+    ".git/modules/*/hooks",
+    ".git/modules/*/info",
+    ".git/modules/*/modules/*/config",
+    ".git/modules/*/modules/*/hooks",
+    ".git/info",
     ".gitmodules",
-    ".envrc",
+    ".gitconfig",
+    ".config/git",
+    ".husky",
+    ".pre-commit-config.yaml",
+    // Editors and coding agents (MCP servers, hooks, tasks run on opening a folder).
     ".vscode",
     ".idea",
     ".mcp.json",
     ".claude",
+    ".cursor",
+    ".gemini",
+    ".codex",
+    ".continue",
+    ".windsurf",
+    ".zed",
+    ".devcontainer",
+    // Build and package tools that run commands their project configuration names.
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    // Environment managers that run or load code on entering a directory.
+    ".envrc",
+    "mise.toml",
+    ".mise.toml",
+    "mise.local.toml",
+    ".mise.local.toml",
+    ".config/mise",
+    ".tool-versions",
+    // Shell start-up files.
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -80,6 +121,10 @@ pub const PROTECTED_NAMES: &[&str] = &[
     ".zprofile",
     ".zlogin",
 ];
+
+/// The name of git's directory; as a *file* (or a link) it redirects git to another
+/// directory and is write-protected like [`PROTECTED_NAMES`].
+pub const GIT_DIR_NAME: &str = ".git";
 
 /// Checks one entry of `filesystem.KEY` as written; the message says what to write.
 pub fn check_entry(key: &str, text: &str) -> Result<(), String> {
@@ -291,9 +336,11 @@ impl FsRules {
         let Some(parts) = path.strip_prefix(base).ok().and_then(components) else {
             return false;
         };
+        let same = |pattern: &String, part: &String| pattern == "*" || pattern == part;
         self.protected_names.iter().any(|name| {
             (0..parts.len()).any(|start| {
-                parts[start..].len() >= name.len() && parts[start..start + name.len()] == name[..]
+                parts[start..].len() >= name.len()
+                    && name.iter().zip(&parts[start..]).all(|(p, q)| same(p, q))
             })
         })
     }
@@ -470,6 +517,14 @@ mod tests {
             "/home/u/.bashrc",
             "/home/u/proj/.github/workflows/ci.yml",
             "/home/u/notes/a",
+            "/home/u/proj/.git/commondir",
+            "/home/u/proj/.git/modules/sub/hooks/pre-commit",
+            "/home/u/proj/.git/worktrees/x/config.worktree",
+            "/home/u/proj/.cursor/mcp.json",
+            "/home/u/proj/.cargo/config.toml",
+            "/home/u/proj/web/.npmrc",
+            "/home/u/proj/.husky/pre-commit",
+            "/home/u/.gitconfig",
         ] {
             assert_eq!(kind(&rules, path), AccessKind::Protected, "{path}");
         }
@@ -479,6 +534,10 @@ mod tests {
         );
         assert_eq!(
             kind(&rules, "/home/u/proj/.github/other"),
+            AccessKind::Writable
+        );
+        assert_eq!(
+            kind(&rules, "/home/u/proj/.cargo/registry/x"),
             AccessKind::Writable
         );
         assert_eq!(kind(&rules, "/home/u/.ssh"), AccessKind::Hidden);

@@ -13,10 +13,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Default of `limits.buffer_memory`: 256 MiB.
 pub const DEFAULT_BUFFER_MEMORY: u64 = 256 << 20;
-/// Default of `limits.connections_per_client`.
+/// Default of `limits.connections_per_client`: a quarter of [`DEFAULT_CONNECTIONS`].
 pub const DEFAULT_CONNECTIONS_PER_CLIENT: u32 = 512;
 /// Default of `limits.connections`.
-pub const DEFAULT_CONNECTIONS: u32 = 1024;
+pub const DEFAULT_CONNECTIONS: u32 = 2048;
 
 /// The `limits` section as written; `None` = not set (the default applies).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,10 +49,14 @@ impl Limits {
         self.buffer_memory.unwrap_or(DEFAULT_BUFFER_MEMORY)
     }
 
-    /// `connections_per_client` in force.
+    /// `connections_per_client` in force: as written (or the default), and never more
+    /// than [`client_share`] of `connections`, so that three client addresses at their
+    /// cap still leave a quarter of the connections to every other client
+    /// (docs/reliability.md, "The client-connection cap is shared").
     pub fn connections_per_client(&self) -> u32 {
         self.connections_per_client
             .unwrap_or(DEFAULT_CONNECTIONS_PER_CLIENT)
+            .min(client_share(self.connections()))
     }
 
     /// `connections` in force.
@@ -69,6 +73,12 @@ impl Limits {
             smaller(self.connections_per_client, other.connections_per_client);
         self.connections = smaller(self.connections, other.connections);
     }
+}
+
+/// The most connections one client address may hold when `connections` are allowed in
+/// all: a quarter of them (at least one).
+pub fn client_share(connections: u32) -> u32 {
+    (connections / 4).max(1)
 }
 
 fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -140,8 +150,17 @@ mod tests {
         assert_eq!(a.body_timeout(), Duration::from_secs(10));
         assert_eq!(a.idle_timeout(), Duration::from_secs(5));
         assert_eq!(a.buffer_memory(), 1 << 20);
-        assert_eq!(a.connections_per_client(), DEFAULT_CONNECTIONS_PER_CLIENT);
+        // Seven in all: one client may hold one (a quarter, at least one).
+        assert_eq!(a.connections_per_client(), 1);
         assert_eq!(a.connections(), 7);
+        assert_eq!(
+            Limits::default().connections_per_client(),
+            DEFAULT_CONNECTIONS_PER_CLIENT
+        );
+        assert_eq!(
+            client_share(DEFAULT_CONNECTIONS),
+            DEFAULT_CONNECTIONS_PER_CLIENT
+        );
         assert_eq!(Limits::default().buffer_memory(), DEFAULT_BUFFER_MEMORY);
         assert_eq!(Limits::default().connections(), DEFAULT_CONNECTIONS);
     }

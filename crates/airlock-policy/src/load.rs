@@ -1547,7 +1547,34 @@ impl Checker<'_> {
         if let Some(value) = fields.get("connections") {
             out.connections = self.count_limit(value, "limits.connections");
         }
+        if let (Some(value), Some(per_client)) = (
+            fields.get("connections_per_client"),
+            out.connections_per_client,
+        ) {
+            self.client_share_check(value, per_client, out.connections);
+        }
         out
+    }
+
+    /// A `connections_per_client` over a quarter of `connections` (as written in the same
+    /// section, or the default) would let three clients refuse every other: refused at
+    /// its place (docs/policy.md, "limits").
+    fn client_share_check(&mut self, value: &Node, per_client: u32, connections: Option<u32>) {
+        use crate::limits::{DEFAULT_CONNECTIONS, client_share};
+        let total = connections.unwrap_or(DEFAULT_CONNECTIONS);
+        let share = client_share(total);
+        if per_client > share {
+            self.error(
+                value.pos,
+                format!(
+                    "limits.connections_per_client {per_client} is more than a quarter of \
+                     limits.connections ({total}): a few clients could hold every connection \
+                     and refuse all others; write at most {share}, or raise \
+                     limits.connections to at least {}",
+                    u64::from(per_client) * 4
+                ),
+            );
+        }
     }
 
     /// A `limits` count (`connections`, `connections_per_client`): 1 to 1,000,000.

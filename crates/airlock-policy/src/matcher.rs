@@ -24,8 +24,9 @@
 //!   canonical path plus `?` and the query when there is one. A rule with both passes if
 //!   either matches; a rule with neither matches every path.
 //! * **Unsafe paths.** When the canonicaliser refused the path ([`PathUnsafe`]) and the
-//!   host has path rules on that port (any allow rule with `paths`/`path_regex`, or a deny
-//!   with paths matching host, port and method), the request is refused as `path_unsafe`,
+//!   host has path rules on that port (any allow rule with `paths`/`path_regex`, a deny
+//!   with paths matching host, port and method, or an `mcp` rule on any port), the
+//!   request is refused as `path_unsafe`,
 //!   even if a rule without paths would allow it (docs/contract.md §3). On a host whose rules
 //!   have no path constraints the path does not matter and decides nothing.
 //! * **Reasons**, in order: a matching deny → `denied_by_rule` (its id); no allow rule for
@@ -42,7 +43,9 @@
 //!   ([`net::is_global`]) is refused as `private_address` unless an allow `cidr` covers it
 //!   or an allow rule's host is that IP literal. `HostPattern::Any` never exempts an
 //!   address. `--resolve` exemptions are the proxy's business.
-//! * **Secrets, passthrough, MCP** use the same host matching.
+//! * **Secrets, passthrough, MCP** use the same host matching. An `mcp` rule's path glob
+//!   covers the spellings servers route alike (case, trailing slash, `;` parameters:
+//!   [`crate::mcp_path`]).
 //! * **Routes** ([`CompiledPolicy::route`], for requests to [`crate::route::ROUTE_HOST`]): the longest
 //!   `prefix` of the canonical path picks the route (see [`crate::route`]); the route
 //!   stands in for an allow rule, but a deny rule matching the upstream request still
@@ -58,6 +61,7 @@ use regex::{RegexSet, RegexSetBuilder};
 
 use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
 use crate::decision::{Decision, Reason};
+use crate::mcp_path;
 use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
 use crate::net;
 use crate::route::{CompiledRoutes, Outcome, RouteError, Routed, is_route_host};
@@ -247,6 +251,33 @@ fn compile_globs(rule: &str, globs: &[String]) -> Result<GlobSet, CompileError> 
         glob: err.glob().unwrap_or_default().to_owned(),
         message: err.kind().to_string(),
     })
+}
+
+/// An `mcp` rule's path glob, compiled case-insensitively as written and case-folded
+/// ([`mcp_path::glob_forms`]; a folded form that does not compile is left out).
+fn compile_mcp_glob(rule: &str, glob: &str) -> Result<GlobSet, CompileError> {
+    let error = |glob: &str, message: String| CompileError::Glob {
+        rule: rule.to_owned(),
+        glob: glob.to_owned(),
+        message,
+    };
+    let mut builder = GlobSetBuilder::new();
+    for (index, form) in mcp_path::glob_forms(glob).iter().enumerate() {
+        let compiled = GlobBuilder::new(form)
+            .literal_separator(true)
+            .case_insensitive(true)
+            .build();
+        match compiled {
+            Ok(compiled) => {
+                builder.add(compiled);
+            }
+            Err(err) if index == 0 => return Err(error(glob, err.kind().to_string())),
+            Err(_) => {}
+        }
+    }
+    builder
+        .build()
+        .map_err(|err| error(err.glob().unwrap_or_default(), err.kind().to_string()))
 }
 
 /// A safe canonical path prepared once per decision for every rule.
@@ -491,7 +522,7 @@ impl CompiledPolicy {
         let mut mcp_paths = Vec::with_capacity(policy.mcp.len());
         for (index, rule) in policy.mcp.iter().enumerate() {
             mcp_index.insert_pattern(&rule.host, index);
-            mcp_paths.push(compile_globs(&rule.id, std::slice::from_ref(&rule.path))?);
+            mcp_paths.push(compile_mcp_glob(&rule.id, &rule.path)?);
         }
         Ok(CompiledPolicy {
             policy: Arc::new(policy.clone()),
@@ -523,6 +554,11 @@ impl CompiledPolicy {
         let path = path_view(req);
         if let Some(refusal) = self.deny_decision(req, &path) {
             return refusal;
+        }
+        if path.is_err() && self.has_mcp_rule(&req.host) {
+            // An `mcp` rule's path is a path rule too: where the path cannot be read
+            // (`/x/..;/mcp`), whether the rule covers it cannot be told (docs/policy.md).
+            return Decision::deny(Reason::PathUnsafe, None);
         }
         self.allow_decision(req, &path)
     }
@@ -798,16 +834,29 @@ impl CompiledPolicy {
     }
 
     /// The first (lowest-index) MCP rule whose host matches `host` and whose path glob
-    /// matches `path` (a canonical path without query).
+    /// covers `path` (a canonical path without query) the way servers route it: in any
+    /// case, with or without a trailing slash or `;` parameters ([`crate::mcp_path`]).
     pub fn mcp_rule(&self, host: &Host, path: &str) -> Option<&McpRule> {
-        let candidate = Candidate::from_bytes(path.as_bytes());
-        let mut found: Option<usize> = None;
-        self.mcp_index.for_each(host, Embedded::Mapped, |index| {
-            if self.mcp_paths[index].is_match_candidate(&candidate) {
-                found = lowest(found, index);
-            }
-        });
-        found.and_then(|index| self.policy.mcp.get(index))
+        let mut indices = Vec::new();
+        self.mcp_index
+            .for_each(host, Embedded::Mapped, |index| indices.push(index));
+        if indices.is_empty() {
+            return None;
+        }
+        let forms = mcp_path::candidates(path);
+        let candidates: Vec<Candidate<'_>> = forms
+            .iter()
+            .map(|form| Candidate::from_bytes(form.as_bytes()))
+            .collect();
+        indices
+            .into_iter()
+            .filter(|&index| {
+                candidates
+                    .iter()
+                    .any(|candidate| self.mcp_paths[index].is_match_candidate(candidate))
+            })
+            .min()
+            .and_then(|index| self.policy.mcp.get(index))
     }
 }
 

@@ -2,9 +2,11 @@
 //! refusal built in memory, or the upstream's streamed body whose end writes the audit
 //! line), and [`UploadBody`] is the client's streamed request body on its way upstream,
 //! counting bytes for the audit line. Neither buffers: frames pass as they come (a
-//! response from a secret's host is scrubbed on the way, holding back at most the longest
-//! encoded real value minus one byte between frames; trailers that end such a body follow
-//! the bytes held back and are scrubbed too).
+//! compressed request body is decoded in steps whose bytes and decoder memory are taken
+//! from the inspection budget, `crate::metered`; a response from a secret's host is
+//! scrubbed on the way, holding back at most the longest encoded real value minus one
+//! byte between frames; trailers that end such a body follow the bytes held back and are
+//! scrubbed too).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,6 +21,10 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
+
+use crate::budget::Budget;
+use crate::metered::{Metered, Stopped};
+use airlock_audit::Ack;
 
 use crate::record::{BodyReport, Exchange, Trip};
 use crate::scrub::scrub_headers;
@@ -46,6 +52,14 @@ struct Streamed<B> {
     /// Frames ready to go before anything more is read: what the transform held back,
     /// then the trailers that ended the body.
     queued: VecDeque<Frame<Bytes>>,
+    /// The end held until the exchange's line is written: the writer's acknowledgement and
+    /// the last frame (the one completing a declared length, or the trailers; `None`: the
+    /// end itself) (docs/reliability.md, "The audit log's disk").
+    ending: Option<(Ack, Option<Frame<Bytes>>)>,
+    /// The length the client was told (`Content-Length`), when the body keeps it.
+    declared: Option<u64>,
+    /// Data bytes passed on so far.
+    relayed: u64,
 }
 
 /// One poll of a [`ProxyBody`].
@@ -192,6 +206,29 @@ impl ProxyBody {
     }
 }
 
+impl ProxyBody {
+    /// Whether this is an upstream's streamed body (an allowed answer) rather than one
+    /// built in memory.
+    pub(crate) fn is_upstream(&self) -> bool {
+        matches!(self.kind, Kind::Upstream(_))
+    }
+
+    /// The exchange of an upstream body, taken out (its line is then the caller's to
+    /// write): always when `all`, otherwise only when the client will not wait for the
+    /// body's end, so that its line must be written before the head goes
+    /// (the forward step's audit gate).
+    pub(crate) fn take_exchange(&mut self, all: bool) -> Option<Exchange> {
+        let Kind::Upstream(streamed) = &mut self.kind else {
+            return None;
+        };
+        if all || streamed.ends_at_head() {
+            streamed.exchange.take()
+        } else {
+            None
+        }
+    }
+}
+
 /// The error a [`ProxyBody`] ends with: the upstream's, or airlock's own abort.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -211,12 +248,64 @@ where
     B::Error: Into<BodyError>,
 {
     fn new(inner: B, exchange: Option<Exchange>, transform: Option<Transform>) -> Self {
+        // A transform keeps the upstream's length only when it scrubs without decoding
+        // and its scrubber preserves lengths (the `Content-Length` then stays).
+        let keeps_length = match &transform {
+            None => true,
+            Some(Transform::Scrub(None, stream)) => stream.scrubber().preserves_length(),
+            Some(_) => false,
+        };
         Streamed {
+            declared: inner.size_hint().exact().filter(|_| keeps_length),
             inner,
             exchange,
             transform,
             queued: VecDeque::new(),
+            ending: None,
+            relayed: 0,
         }
+    }
+
+    /// [`Streamed::poll_next`] with the end held back until the exchange's line is
+    /// written: the frame that completes a declared length, the trailers or the end
+    /// itself wait for the writer's acknowledgement, and a line that cannot be written
+    /// aborts the transfer, so that no client has the whole answer without its line.
+    fn poll_audited(&mut self, cx: &mut Context<'_>) -> Result<BodyPoll, Stop> {
+        if let Some((ack, _)) = &mut self.ending {
+            let Poll::Ready(written) = Pin::new(ack).poll(cx) else {
+                return Ok(Poll::Pending);
+            };
+            let held = self.ending.take().and_then(|(_, held)| held);
+            return Ok(Poll::Ready(match written {
+                Ok(()) => held.map(Ok),
+                Err(unavailable) => Some(Err(unavailable.into())),
+            }));
+        }
+        let polled = match self.poll_next(cx) {
+            // An event stream ends cleanly here: its end is held as any other.
+            Err(Stop::End) if self.exchange.is_some() => Poll::Ready(None),
+            other => other?,
+        };
+        self.record(&polled);
+        let ends = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(frame))) => {
+                frame.is_trailers() || self.declared.is_some_and(|n| self.relayed >= n)
+            }
+            _ => false,
+        };
+        if !ends {
+            return Ok(polled);
+        }
+        let Some(exchange) = self.exchange.take() else {
+            return Ok(polled);
+        };
+        let held = match polled {
+            Poll::Ready(Some(Ok(frame))) => Some(frame),
+            _ => None,
+        };
+        self.ending = Some((exchange.finish(), held));
+        self.poll_audited(cx)
     }
 
     /// The next frame for the client, or why the transform stops the body.
@@ -277,24 +366,40 @@ where
         }
     }
 
-    /// Counts the bytes of a frame on its way; at the end (or a failure) completes the
-    /// exchange, which writes its audit line.
+    /// Counts the bytes of a frame on its way; on a failure drops the exchange, which
+    /// writes its audit line (the end is [`Streamed::poll_audited`]'s).
     fn record(&mut self, polled: &BodyPoll) {
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(exchange)) = (frame.data_ref(), self.exchange.as_mut()) {
-                    exchange.add_bytes_down(data.len() as u64);
+                if let Some(data) = frame.data_ref() {
+                    self.relayed += data.len() as u64;
+                    if let Some(exchange) = self.exchange.as_mut() {
+                        exchange.add_bytes_down(data.len() as u64);
+                    }
                 }
             }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+            Poll::Ready(Some(Err(_))) => {
                 self.exchange.take();
             }
-            Poll::Pending => {}
+            Poll::Ready(None) | Poll::Pending => {}
         }
     }
 
+    /// Whether nothing is left to send: never while the exchange's line is still to be
+    /// written, so that the end is polled for (and held until it is).
     fn is_end_stream(&self) -> bool {
-        self.transform.is_none() && self.queued.is_empty() && self.inner.is_end_stream()
+        self.exchange.is_none()
+            && self.ending.is_none()
+            && self.transform.is_none()
+            && self.queued.is_empty()
+            && self.inner.is_end_stream()
+    }
+
+    /// Whether the client will not wait for this body's end: it is already over, or the
+    /// answer has no body (`HEAD`, 204, 304).
+    fn ends_at_head(&self) -> bool {
+        self.exchange.as_ref().is_some_and(Exchange::bodiless)
+            || (self.transform.is_none() && self.queued.is_empty() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -314,11 +419,8 @@ impl Body for ProxyBody {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Upstream(streamed) => match streamed.poll_next(cx) {
-                Ok(polled) => {
-                    streamed.record(&polled);
-                    polled
-                }
+            Kind::Upstream(streamed) => match streamed.poll_audited(cx) {
+                Ok(polled) => polled,
                 Err(stop) => {
                     // Dropping the upstream body and the exchange writes the audit line.
                     this.kind = Kind::Full(None);
@@ -359,8 +461,9 @@ pub struct UploadBody {
     inner: Either<Incoming, Full<Bytes>>,
     sent: Arc<AtomicU64>,
     /// Undoes the body's content codings so that the guard and the swap see its content
-    /// (the body is then forwarded decoded).
-    decoder: Option<Decoder>,
+    /// (the body is then forwarded decoded), in steps whose bytes and memory are taken
+    /// from the inspection budget (docs/reliability.md, "Compressed bodies").
+    decoding: Option<Box<Decoding>>,
     guard: Option<GuardStream>,
     swap: Option<BodySwap>,
     /// Frames ready to go, in order (a chunk released in two pieces, held bytes before
@@ -369,6 +472,16 @@ pub struct UploadBody {
     /// The client's body has ended (its end is passed on once `queue` is empty).
     ended: bool,
     report: Arc<BodyReport>,
+}
+
+/// A request body being decoded.
+struct Decoding {
+    metered: Metered,
+    /// The last step wrote nothing: the decoder needs more input.
+    starved: bool,
+    /// The client's body has ended: the trailers that ended it, if any, follow the rest
+    /// of the decoded bytes.
+    ended: Option<Option<Frame<Bytes>>>,
 }
 
 impl UploadBody {
@@ -387,7 +500,7 @@ impl UploadBody {
         UploadBody {
             inner,
             sent,
-            decoder: None,
+            decoding: None,
             guard: None,
             swap: None,
             queue: VecDeque::new(),
@@ -396,28 +509,84 @@ impl UploadBody {
         }
     }
 
-    /// Also decodes the body with `decoder`, searches it with `guard` and rewrites it
-    /// through `swap`; returns the report they fill.
-    pub fn inspecting(
+    /// Also decodes the body with `decoder` (its bytes and memory taken from `budget`),
+    /// searches it with `guard` and rewrites it through `swap`; returns the report they
+    /// fill.
+    pub(crate) fn inspecting(
         mut self,
-        decoder: Option<Decoder>,
+        (decoder, budget): (Option<Decoder>, &Budget),
         guard: Option<GuardStream>,
         swap: Option<BodySwap>,
     ) -> (Self, Arc<BodyReport>) {
-        self.decoder = decoder;
+        self.decoding = decoder.map(|decoder| {
+            Box::new(Decoding {
+                metered: Metered::new(decoder, budget.clone()),
+                starved: true,
+                ended: None,
+            })
+        });
         self.guard = guard;
         self.swap = swap;
         let report = self.report.clone();
         (self, report)
     }
 
-    /// Decodes, searches and rewrites one chunk, queueing what may go.
+    /// Takes one chunk of the client's body: to the decoder, or searched and rewritten.
     fn pass(&mut self, data: Bytes) -> Result<(), Trip> {
-        let data = match self.decoder.as_mut() {
-            Some(decoder) => Bytes::from(decoder.push(&data).map_err(|_| Trip::Undecodable)?),
-            None => data,
+        match self.decoding.as_mut() {
+            Some(decoding) => {
+                decoding.metered.decoder().feed(&data);
+                decoding.starved = false;
+                Ok(())
+            }
+            None => self.inspect(data),
+        }
+    }
+
+    /// The client's body has ended (with `trailers`, if any): the end passes once the
+    /// decoder has written all it holds.
+    fn end_input(&mut self, trailers: Option<Frame<Bytes>>) -> Result<(), Trip> {
+        match self.decoding.as_mut() {
+            Some(decoding) => {
+                decoding.metered.decoder().end_input();
+                decoding.starved = false;
+                decoding.ended = Some(trailers);
+                Ok(())
+            }
+            None => self.end_with(trailers),
+        }
+    }
+
+    /// Runs the decoder one step when it can go on without more input: `None` when it
+    /// needs input (the caller reads the client's body), or what to return at once.
+    fn decode_step(&mut self, cx: &mut Context<'_>) -> Option<UploadPoll> {
+        let decoding = self.decoding.as_mut()?;
+        if decoding.metered.is_finished() {
+            let trailers = decoding.ended.take().flatten();
+            self.decoding = None;
+            return self
+                .end_with(trailers)
+                .err()
+                .map(|tripped| self.trip(tripped));
+        }
+        if decoding.starved {
+            // Input ended and still nothing comes out: the coded stream is cut short.
+            return decoding
+                .ended
+                .is_some()
+                .then(|| self.trip(Trip::Undecodable));
+        }
+        let step = match decoding.metered.poll_step(cx) {
+            Poll::Pending => return Some(Poll::Pending),
+            Poll::Ready(Err(Stopped::Overloaded)) => return Some(self.trip(Trip::Overloaded)),
+            Poll::Ready(Err(Stopped::Undecodable)) => return Some(self.trip(Trip::Undecodable)),
+            Poll::Ready(Ok(step)) => step,
         };
-        self.inspect(data)
+        if step.is_empty() {
+            decoding.starved = true;
+            return None;
+        }
+        self.inspect(step).err().map(|tripped| self.trip(tripped))
     }
 
     /// Searches and rewrites one decoded chunk, queueing what may go.
@@ -440,12 +609,28 @@ impl UploadBody {
         Ok(())
     }
 
+    /// The outbound guard on the trailers that end the body, before anything held back
+    /// is released: refused, the upstream never receives them.
+    fn check_trailers(&mut self, frame: &Frame<Bytes>) -> Result<(), Trip> {
+        match (self.guard.as_mut(), frame.trailers_ref()) {
+            (Some(guard), Some(trailers)) => {
+                guard.check_trailers(trailers).map_err(Trip::Credential)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the search: queues what was held back, then the `trailers` that ended the
+    /// body, and records what was found.
+    fn end_with(&mut self, trailers: Option<Frame<Bytes>>) -> Result<(), Trip> {
+        self.end()?;
+        self.ended = true;
+        self.queue.extend(trailers);
+        Ok(())
+    }
+
     /// Ends the search: queues what was held back and records what was found.
     fn end(&mut self) -> Result<(), Trip> {
-        if let Some(mut decoder) = self.decoder.take() {
-            let rest = decoder.finish().map_err(|_| Trip::Undecodable)?;
-            self.inspect(Bytes::from(rest))?;
-        }
         let rest = match self.guard.take() {
             Some(mut guard) => {
                 let rest = guard.finish().map_err(Trip::Credential)?;
@@ -473,7 +658,7 @@ impl UploadBody {
 
     fn trip(&mut self, tripped: Trip) -> UploadPoll {
         self.queue.clear();
-        self.decoder = None;
+        self.decoding = None;
         self.guard = None;
         self.swap = None;
         self.ended = true;
@@ -484,6 +669,9 @@ impl UploadBody {
             Trip::Surrogate => "the request body carries a credential surrogate for another host",
             Trip::Undecodable => {
                 "the request body's content coding cannot be undone within the bounds"
+            }
+            Trip::Overloaded => {
+                "the decoded request body did not fit in limits.buffer_memory in time"
             }
         };
         self.report.trip(tripped);
@@ -498,13 +686,13 @@ impl UploadBody {
             Poll::Ready(Some(Err(e))) => return Some(Poll::Ready(Some(Err(e)))),
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => self.pass(data),
-                // Trailers end the body: what was held back goes first.
-                Err(trailers) => self.end().map(|()| self.queue.push_back(trailers)),
+                // Trailers end the body: searched like headers, then what was held back
+                // goes first (docs/security.md, "Outbound guard").
+                Err(trailers) => self
+                    .check_trailers(&trailers)
+                    .and_then(|()| self.end_input(Some(trailers))),
             },
-            Poll::Ready(None) => {
-                self.ended = true;
-                self.end()
-            }
+            Poll::Ready(None) => self.end_input(None),
         };
         result.err().map(|tripped| self.trip(tripped))
     }
@@ -529,6 +717,17 @@ impl Body for UploadBody {
             if this.ended {
                 return Poll::Ready(None);
             }
+            if let Some(answer) = this.decode_step(cx) {
+                return answer;
+            }
+            if this
+                .decoding
+                .as_ref()
+                .is_some_and(|d| d.ended.is_some() || !d.starved)
+            {
+                // Decoding goes on (the queue or the end has something now).
+                continue;
+            }
             if let Some(answer) = this.take_frame(cx) {
                 return answer;
             }
@@ -538,7 +737,7 @@ impl Body for UploadBody {
     fn is_end_stream(&self) -> bool {
         self.queue.is_empty()
             && (self.ended
-                || (self.decoder.is_none()
+                || (self.decoding.is_none()
                     && self.guard.is_none()
                     && self.swap.is_none()
                     && self.inner.is_end_stream()))
@@ -546,7 +745,7 @@ impl Body for UploadBody {
 
     fn size_hint(&self) -> SizeHint {
         // The guard holds bytes back but never changes them; decoding and a swap may.
-        match (&self.decoder, &self.swap) {
+        match (&self.decoding, &self.swap) {
             (None, None) if !self.ended => self.inner.size_hint(),
             _ => SizeHint::default(),
         }

@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 
 use crate::body::content_decoder;
 use crate::budget::{Budget, Held, Overloaded};
+use crate::metered::Stopped;
 
 /// Why a body was not read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,12 +69,16 @@ pub(crate) async fn read_whole(
         ..Limits::default()
     };
     let refused = || Unread::Refused(Reason::BodyUninspectable);
-    let Some(mut decoder) = content_decoder(headers, true, limits).map_err(|()| refused())? else {
+    let Some(decoder) = content_decoder(headers, true, limits).map_err(|()| refused())? else {
         return Ok((raw, held));
     };
-    let mut decoded = decoder.push(&raw).map_err(|_| refused())?;
-    decoded.extend(decoder.finish().map_err(|_| refused())?);
-    budget.take(&mut held, decoded.len()).await?;
+    // Decoded in steps, each taken from the budget before it exists (crate::metered).
+    let decoded = crate::metered::decode_whole(decoder, &raw, budget, &mut held)
+        .await
+        .map_err(|stopped| match stopped {
+            Stopped::Overloaded => Unread::Refused(Reason::Overloaded),
+            Stopped::Undecodable => refused(),
+        })?;
     Ok((Bytes::from(decoded), held))
 }
 

@@ -1,9 +1,11 @@
 //! The inspection memory budget (`limits.buffer_memory`): every byte the proxy holds to
-//! inspect a body whole is taken from one proxy-wide [`Budget`] before it is buffered and
-//! given back when its [`Held`] is dropped. A body that waits longer than the
+//! inspect a body whole, and every decoded byte of a compressed request body with its
+//! decoder's memory (`crate::metered`), is taken from one proxy-wide [`Budget`] before it
+//! is buffered and given back when its [`Held`] is dropped. A body that waits longer than the
 //! back-pressure bound for its bytes, or that could never fit, is refused as
 //! [`Overloaded`] (503 `overloaded`, docs/contract.md §4). Also the per-client connection
-//! cap (`limits.connections_per_client`): [`PerClient`].
+//! cap (`limits.connections_per_client`, at most a quarter of `limits.connections`):
+//! [`PerClient`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -39,6 +41,26 @@ impl Held {
         self.permit
             .as_ref()
             .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    /// Adds the bytes `other` holds to these.
+    pub(crate) fn merge(&mut self, other: Held) {
+        match (&mut self.permit, other.permit) {
+            (Some(existing), Some(permit)) => existing.merge(permit),
+            (none @ None, permit) => *none = permit,
+            (Some(_), None) => {}
+        }
+    }
+
+    /// Moves `bytes` of these (all of them, if fewer are held) into a new [`Held`].
+    pub(crate) fn split(&mut self, bytes: usize) -> Held {
+        let bytes = bytes.min(self.bytes());
+        if bytes == 0 {
+            return Held::default();
+        }
+        Held {
+            permit: self.permit.as_mut().and_then(|permit| permit.split(bytes)),
+        }
     }
 }
 
@@ -83,11 +105,22 @@ impl Budget {
             // Closed (never done) or timed out: refused either way.
             _ => return Err(Overloaded),
         };
-        match &mut held.permit {
-            Some(existing) => existing.merge(permit),
-            none => *none = Some(permit),
-        }
+        held.merge(Held {
+            permit: Some(permit),
+        });
         Ok(())
+    }
+
+    /// Takes `bytes` more for a holder that already holds `holding`: a new [`Held`], as
+    /// [`Budget::take`] takes them (owned, so that a body can keep the wait between
+    /// polls).
+    pub(crate) async fn take_more(self, holding: usize, bytes: usize) -> Result<Held, Overloaded> {
+        if !self.fits(holding.saturating_add(bytes) as u64) {
+            return Err(Overloaded);
+        }
+        let mut held = Held::default();
+        self.take(&mut held, bytes).await?;
+        Ok(held)
     }
 }
 
@@ -196,6 +229,27 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(first);
         assert_eq!(waiter.await.unwrap(), Ok(5));
+    }
+
+    #[tokio::test]
+    async fn held_bytes_split_and_merge_without_loss() {
+        let budget = budget(100);
+        let mut held = Held::default();
+        budget.take(&mut held, 60).await.unwrap();
+        let part = held.split(25);
+        assert_eq!((held.bytes(), part.bytes()), (35, 25));
+        assert_eq!(held.split(0).bytes(), 0);
+        let more = budget.clone().take_more(35, 40).await.unwrap();
+        held.merge(more);
+        assert_eq!((held.bytes(), budget.available()), (75, 0));
+        assert_eq!(
+            budget.clone().take_more(75, 26).await.unwrap_err(),
+            Overloaded
+        );
+        drop(part);
+        assert_eq!(budget.available(), 25);
+        drop(held);
+        assert_eq!(budget.available(), 100);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! method `CONNECT`) in explicit mode, otherwise the client gets 200 and the tunnel's first
 //! bytes are handed to [`crate::tunnel`] once hyper releases the connection. In ask mode a
 //! CONNECT refused for its host is held (nothing more is read from the client) until its
-//! ask is answered.
+//! ask is answered. First of all, the target as the client wrote it is searched by the
+//! outbound guard ([`name_guard::guard_name`]): a name carrying a credential is refused on the CONNECT
+//! whatever the policy says, before anything is resolved or dialled.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use crate::body::ProxyBody;
 use crate::config::TunnelRefusal;
 use crate::context::ConnContext;
 use crate::malformed::malformed;
+use crate::name_guard::{self, refuse_named};
 use crate::record::{Line, LineKind};
 use crate::refusal::Refused;
 use crate::tunnel;
@@ -31,6 +34,12 @@ pub(crate) async fn handle(
         Ok(target) => target,
         Err(bad) => return malformed(context, &request, bad.message()),
     };
+    let written = authority.as_deref().unwrap_or_default().as_bytes();
+    if let Err(finding) = name_guard::guard_name(context, written)
+        .and_then(|()| name_guard::guard_host(context, &host))
+    {
+        return refuse_named(context, &finding, "CONNECT", port, None);
+    }
     let shared = &context.shared;
     let mut tunnel = shared
         .mode

@@ -75,10 +75,10 @@ pub(crate) type HttpAnswer =
 pub(crate) type ServeHttp = fn(Arc<ConnContext>, Request<Incoming>) -> HttpAnswer;
 
 impl Shared {
-    /// Whether requests may still be served: false once the audit log has failed (the
-    /// audit log tells stderr so, once).
+    /// Whether requests may be served: false while the audit log is unavailable (the
+    /// audit log tells stderr so, and counts the refusal; docs/reliability.md).
     pub(crate) fn audit_ok(&self) -> bool {
-        self.audit.healthy()
+        self.audit.admit()
     }
 }
 

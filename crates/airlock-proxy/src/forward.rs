@@ -25,6 +25,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
+use airlock_audit::AuditLog;
 use airlock_policy::{Decision, Reason};
 use futures_util::FutureExt as _;
 use http::{Request, Response};
@@ -36,6 +37,7 @@ use crate::body::ProxyBody;
 use crate::context::ConnContext;
 use crate::mcp;
 use crate::record::Line;
+use crate::refusal;
 use crate::websocket;
 
 /// Serves one request arriving on `context`'s connection. The steps' future is mapped,
@@ -145,7 +147,9 @@ async fn steps(
     let outbound = outbound::assemble(context, plan, (parts, body), (line, upgrade), started)?;
     let inspectors = respond::Inspectors { scrub, mcp_guard };
     // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
-    Ok(respond::forward(context, outbound, inspectors).await)
+    let response = respond::forward(context, outbound, inspectors).await;
+    // No answer goes out whole without its audit line (docs/reliability.md).
+    Ok(audit_gate(&context.shared.audit, response).await)
 }
 
 /// Writes the refusal's audit line and answers while the body drains.
@@ -178,4 +182,29 @@ fn allowed_line(
             .map(|path| airlock_dlp::redact(&path).into_owned());
     }
     line
+}
+
+/// The audit gate an allowed answer passes before its head goes out (docs/reliability.md,
+/// "The audit log's disk"): while the log is unavailable the answer becomes the 503
+/// `audit_log_unavailable`; an answer whose body the client will not wait for (`HEAD`,
+/// 204, 304, an empty body) has its line written, and acknowledged, first. Any other
+/// answer's body holds its end until its line is written ([`crate::record::Exchange::finish`]).
+async fn audit_gate(audit: &AuditLog, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+    let body = response.body_mut();
+    if !body.is_upstream() {
+        return response;
+    }
+    if !audit.admit() {
+        if let Some(mut exchange) = body.take_exchange(true) {
+            exchange.refuse_for_audit();
+        }
+        return refusal::audit_unavailable();
+    }
+    let Some(exchange) = body.take_exchange(false) else {
+        return response;
+    };
+    match exchange.finish().await {
+        Ok(()) => response,
+        Err(_) => refusal::audit_unavailable(),
+    }
 }

@@ -27,6 +27,8 @@ pub mod identity;
 mod idle;
 mod malformed;
 mod mcp;
+mod metered;
+mod name_guard;
 pub mod record;
 pub mod refusal;
 pub mod relay;

@@ -44,7 +44,9 @@ pub(crate) enum Inspected {
     Answered(Box<Response<ProxyBody>>),
 }
 
-/// The `mcp` rule covering `host` and `path` (canonical, without query), if any.
+/// The `mcp` rule covering `host` and `path` (canonical, without query), if any: in any
+/// spelling servers route alike (case, trailing slash, `;` parameters; see
+/// `airlock_policy::mcp_path`), for requests and upgrades alike.
 pub(crate) fn rule_for(policy: &Arc<CompiledPolicy>, host: &Host, path: &str) -> Option<McpRule> {
     policy.mcp_rule(host, path).cloned()
 }
@@ -244,7 +246,10 @@ pub(crate) async fn filter_response(
     parts
         .headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
-    drop(exchange);
+    // The answer waits for its audit line (docs/reliability.md).
+    if exchange.finish().await.is_err() {
+        return Ok(refusal::audit_unavailable());
+    }
     Ok(Response::from_parts(
         parts,
         ProxyBody::full(Bytes::from(out)),

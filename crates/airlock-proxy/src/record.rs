@@ -1,8 +1,12 @@
 //! The audit step of the data path: what one decision looked like, written as one line of
 //! the audit log (docs/contract.md §5). [`Exchange`] follows an allowed request while its
-//! response streams and writes its `http` (or `ws`) line when it is dropped, so that the
-//! line carries the status, the bytes moved each way and the duration; refusals and tunnel
-//! decisions are written at once with [`Line::write`]. A long-lived `tcp` or `ws`
+//! response streams and writes its `http` (or `ws`) line at the end, so that the line
+//! carries the status, the bytes moved each way and the duration: [`Exchange::finish`]
+//! writes it acknowledged, and the response body holds its last bytes until the writer
+//! has written it (or aborts the transfer when it could not be: no answer reaches a client
+//! whole without its line, docs/reliability.md); an exchange dropped unfinished (the client
+//! went away) writes it without waiting. Refusals and tunnel decisions are written at once
+//! with [`Line::write`]. A long-lived `tcp` or `ws`
 //! connection also gets a line when it opens ([`Line::write_open`], `"phase":"open"`), and
 //! its line at the end then says `"phase":"close"`.
 //!
@@ -12,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use airlock_audit::{AuditEvent, AuditLog, Phase};
+use airlock_audit::{Ack, AuditEvent, AuditLog, Phase};
 use airlock_credentials::Finding;
 use airlock_policy::{Decision, Reason};
 
@@ -81,6 +85,9 @@ pub struct Line {
     pub credential: Option<&'static str>,
     /// An open line was written ([`Line::write_open`]): this one closes the connection.
     pub opened: bool,
+    /// The answer was refused because the audit log could not be written (reason
+    /// `audit_log_unavailable`).
+    pub audit_refused: bool,
 }
 
 impl Line {
@@ -111,6 +118,7 @@ impl Line {
             form: None,
             credential: None,
             opened: false,
+            audit_refused: false,
         }
     }
 
@@ -150,14 +158,16 @@ impl Line {
 
     /// Writes the line of a long-lived connection that just opened: `"phase":"open"`, without
     /// bytes or duration. The line itself, written at the end, then says `"phase":"close"`.
-    pub fn write_open(&mut self, audit: &AuditLog) {
+    /// Returns the writer's acknowledgement: the relay starts once it resolves `Ok`, and
+    /// never when it does not (docs/reliability.md, "The audit log's disk").
+    pub fn write_open(&mut self, audit: &AuditLog) -> Ack {
         self.opened = true;
         let mut event = self.clone().into_event();
         event.phase = Some(Phase::Open);
         event.bytes_up = None;
         event.bytes_down = None;
         event.ms = None;
-        audit.record(event);
+        audit.record_acked(event)
     }
 
     /// Writes the line to `audit`.
@@ -187,7 +197,10 @@ impl Line {
                 .reason
                 .or(self.would)
                 .map(Reason::as_str)
-                .or(self.malformed.then_some("bad_request")),
+                .or(self.malformed.then_some("bad_request"))
+                .or(self
+                    .audit_refused
+                    .then_some(airlock_audit::writer::UNAVAILABLE)),
             method: self.method,
             scheme: self.scheme,
             host: Some(self.host),
@@ -218,6 +231,8 @@ pub struct Exchange {
     line: Line,
     sent: Option<Arc<AtomicU64>>,
     body: Option<Arc<BodyReport>>,
+    /// The line was written ([`Exchange::finish`]): nothing to write on drop.
+    finished: bool,
 }
 
 impl Exchange {
@@ -235,7 +250,37 @@ impl Exchange {
             line,
             sent,
             body: None,
+            finished: false,
         }
+    }
+
+    /// Writes the exchange's line now and returns the writer's acknowledgement: the
+    /// caller holds the end of the answer until it resolves, and aborts (or refuses) it
+    /// when it resolves as not written.
+    pub fn finish(mut self) -> Ack {
+        self.finished = true;
+        let line = self.final_line();
+        self.audit.record_acked(line.into_event())
+    }
+
+    /// Whether the answer has no body the client waits for (a `HEAD`, a 1xx, 204 or 304):
+    /// its line is then finished before the head is sent.
+    pub fn bodiless(&self) -> bool {
+        self.line.method.as_deref() == Some("HEAD")
+            || self
+                .line
+                .status
+                .is_some_and(|status| status < 200 || status == 204 || status == 304)
+    }
+
+    /// Turns the exchange into a refusal for the audit log (its answer becomes the 503
+    /// `audit_log_unavailable`); the line, if it can be written at all, says so.
+    pub fn refuse_for_audit(&mut self) {
+        self.line.allowed = false;
+        self.line.would = None;
+        self.line.secrets.clear();
+        self.line.audit_refused = true;
+        self.line.status = Some(503);
     }
 
     /// Also lists the secrets swapped in the request body (known once it has been sent).
@@ -253,9 +298,10 @@ impl Exchange {
         self.line.kind = kind;
     }
 
-    /// Writes the `"phase":"open"` line of the upgraded connection ([`Line::write_open`]).
-    pub fn write_open(&mut self) {
-        self.line.write_open(&self.audit);
+    /// Writes the `"phase":"open"` line of the upgraded connection ([`Line::write_open`]);
+    /// returns the writer's acknowledgement, which the relay waits for.
+    pub fn write_open(&mut self) -> Ack {
+        self.line.write_open(&self.audit)
     }
 
     /// Adds `n` response bytes relayed to the client.
@@ -304,8 +350,9 @@ impl Exchange {
     }
 }
 
-impl Drop for Exchange {
-    fn drop(&mut self) {
+impl Exchange {
+    /// The line as it stands at the end: bytes, duration, a body the guards stopped.
+    fn final_line(&mut self) -> Line {
         let mut line = Line::new(LineKind::Http, String::new(), 0, 0);
         std::mem::swap(&mut line, &mut self.line);
         if let Some(sent) = &self.sent {
@@ -334,7 +381,16 @@ impl Drop for Exchange {
             }
         }
         line.ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
-        line.write(&self.audit);
+        line
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if !self.finished {
+            let line = self.final_line();
+            line.write(&self.audit);
+        }
     }
 }
 
@@ -347,6 +403,8 @@ pub enum Trip {
     Credential(Finding),
     /// Its content coding could not be undone within the bounds (`body_uninspectable`).
     Undecodable,
+    /// Its decoded bytes found no room in `limits.buffer_memory` in time (`overloaded`).
+    Overloaded,
 }
 
 impl Trip {
@@ -356,6 +414,7 @@ impl Trip {
             Trip::Surrogate => Reason::SecretOutOfScope,
             Trip::Credential(finding) => finding.reason,
             Trip::Undecodable => Reason::BodyUninspectable,
+            Trip::Overloaded => Reason::Overloaded,
         }
     }
 

@@ -121,13 +121,14 @@ pub fn request_timeout() -> Response<ProxyBody> {
     )
 }
 
-/// 503 once the audit log can no longer be written: nothing passes unrecorded.
+/// 503 while the audit log cannot be written: nothing passes unrecorded.
 pub fn audit_unavailable() -> Response<ProxyBody> {
     error_response(
         StatusCode::SERVICE_UNAVAILABLE,
         "audit_log_unavailable",
-        "airlock refuses every request because its audit log can no longer be written; \
-         fix the log destination and restart the proxy",
+        "airlock refuses requests because its audit log cannot be written (a full disk, a \
+         read-only file system); it tries again every second and serves again once a line \
+         is written: free space or fix the log destination (SIGHUP tries at once)",
         true,
     )
 }
@@ -162,20 +163,25 @@ fn json_response(status: StatusCode, json: Vec<u8>, deny: bool) -> Response<Prox
     response
 }
 
-/// Turns an allowed exchange into a refusal and answers its 403.
+/// Turns an allowed exchange into a refusal and answers its 403 (503 `overloaded` when
+/// its decoded body found no room in the budget).
 pub(crate) fn refuse_exchange(
     exchange: &mut crate::record::Exchange,
     decision: airlock_policy::Decision,
 ) -> Response<ProxyBody> {
     let line = exchange.deny(decision);
-    let response = Refused {
-        reason: line.reason.unwrap_or(Reason::PrivateAddress),
-        method: line.method.as_deref().unwrap_or("GET"),
-        host: &line.host,
-        path: line.path.as_deref(),
-        rule: line.rule.as_deref(),
-    }
-    .response();
+    let response = if line.reason == Some(Reason::Overloaded) {
+        overloaded()
+    } else {
+        Refused {
+            reason: line.reason.unwrap_or(Reason::PrivateAddress),
+            method: line.method.as_deref().unwrap_or("GET"),
+            host: &line.host,
+            path: line.path.as_deref(),
+            rule: line.rule.as_deref(),
+        }
+        .response()
+    };
     exchange.set_status(response.status().as_u16());
     response
 }

@@ -135,7 +135,11 @@ impl Proxy {
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let connections = Arc::new(Semaphore::new(limits.max_connections));
-        let per_client = PerClient::new(limits.connections_per_client);
+        // One client never holds more than a quarter of all connections, however the
+        // limits were set (docs/reliability.md, "The client-connection cap is shared").
+        let total = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        let share = airlock_policy::limits::client_share(total);
+        let per_client = PerClient::new(limits.connections_per_client.min(share));
         let budget = Budget::new(limits.buffer_memory, BACKPRESSURE_WAIT);
         let shared = Arc::new(Shared {
             policy,

@@ -7,6 +7,11 @@
 //! * an HTTP/1 request line: served as plain HTTP;
 //! * anything else (or silence, for server-speaks-first protocols): relayed as raw TCP if
 //!   a destination-only rule allows the port, else closed; either way one `tcp` line.
+//!
+//! Before any of this, the tunnel's host (a CONNECT target, or the name a transparent
+//! capture was addressed to) and then the SNI are searched by the outbound guard
+//! ([`crate::name_guard::guard_name`]): a name carrying a credential closes the tunnel, never
+//! resolved nor dialled.
 
 use std::sync::Arc;
 
@@ -67,6 +72,9 @@ pub(crate) async fn serve(
     port: u16,
     tunnel: TunnelDecision,
 ) {
+    if let Err(finding) = crate::name_guard::guard_host(&context, &host) {
+        return refuse_name(&context, &finding, port);
+    }
     let limits = &context.shared.limits;
     if buffer.is_empty() {
         match tokio::time::timeout(limits.first_bytes_timeout, stream.read_buf(&mut buffer)).await {
@@ -152,6 +160,11 @@ async fn tls(
     sni: Option<Result<Host, ()>>,
 ) {
     let shared = &context.shared;
+    if let Some(Ok(name)) = &sni
+        && let Err(finding) = crate::name_guard::guard_host(&context, name)
+    {
+        return refuse_name(&context, &finding, port);
+    }
     if tunnel.passthrough {
         if !tunnel.decision.is_allow() {
             return refuse_raw(&context, &host, port, &tunnel);
@@ -268,15 +281,29 @@ async fn raw(
             return;
         }
     };
-    if !prefix.is_empty() && upstream.write_all(&prefix).await.is_err() {
+    // Not a byte passes before the open line is written (docs/reliability.md).
+    if line.write_open(&shared.audit).await.is_err() {
         return;
     }
-    line.write_open(&shared.audit);
+    if !prefix.is_empty() && upstream.write_all(&prefix).await.is_err() {
+        line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+        line.write(&shared.audit);
+        return;
+    }
     let relayed = relay(stream, upstream, shared.limits.relay_idle_timeout).await;
     line.bytes_up = relayed.up + prefix.len() as u64;
     line.bytes_down = relayed.down;
     line.ms = Some(started.elapsed().as_secs_f64() * 1000.0);
     line.write(&shared.audit);
+}
+
+/// Closes a tunnel whose host name or SNI carried a credential, with its `tcp` audit
+/// line (the name shown as [`airlock_credentials::Finding::placeholder`]).
+fn refuse_name(context: &ConnContext, finding: &airlock_credentials::Finding, port: u16) {
+    let mut line = Line::tcp_refused(finding.placeholder(), port, context.id, finding.reason);
+    line.form = finding.form.as_audit();
+    line.credential = finding.kind;
+    line.write(&context.shared.audit);
 }
 
 /// Closes a tunnel whose bytes may not pass, with its `tcp` audit line.

@@ -131,8 +131,9 @@ struct TlsClients {
 }
 
 impl Upstream {
-    /// Builds the upstream side: `pins` are the `--resolve` overrides (canonical name →
-    /// address), `extra_cas` the `--upstream-ca` PEM files.
+    /// Builds the upstream side: `pins` are the `--resolve` overrides ([`parse_pin`]:
+    /// canonical name, or `name:PORT` for one port only → address), `extra_cas` the
+    /// `--upstream-ca` PEM files.
     pub fn new(
         policy: Arc<ArcSwap<CompiledPolicy>>,
         pins: HashMap<String, IpAddr>,
@@ -182,7 +183,8 @@ impl Upstream {
                 Ok(vec![SocketAddr::new(*ip, port)])
             }
             Host::Name(name) => {
-                if let Some(ip) = self.pins.get(name) {
+                let pin = self.pins.get(&format!("{name}:{port}"));
+                if let Some(ip) = pin.or_else(|| self.pins.get(name)) {
                     // Pinned by the operator: exempt from the private-address guard, but a
                     // deny rule still applies.
                     match policy.check_address(host, *ip) {
@@ -217,7 +219,7 @@ impl Upstream {
                 .lookup_ip(name)
                 .await
                 .map(|lookup| lookup.iter().collect())
-                .map_err(|e| failed(e.to_string())),
+                .map_err(|e| failed(plain_resolve_error(&e))),
             Resolver::Platform => tokio::net::lookup_host((name, 0))
                 .await
                 .map(|addrs| addrs.map(|a| a.ip()).collect())
@@ -554,12 +556,36 @@ impl hyper::rt::Write for UpstreamConn {
     }
 }
 
-/// Parses one `--resolve HOST:ADDR` (ADDR an IPv4 or IPv6 address, brackets optional)
-/// into the canonical name and the address.
+/// The resolver's failure in plain words for the refusal body and the audit line: hickory's
+/// own text carries the query and SOA records in debug form (`Query { name: Name(..) }`).
+fn plain_resolve_error(error: &hickory_resolver::ResolveError) -> String {
+    use hickory_resolver::proto::ProtoErrorKind;
+    use hickory_resolver::proto::op::ResponseCode;
+    tracing::debug!("resolver: {error}");
+    let Some(proto) = error.proto() else {
+        return "the lookup failed".to_owned();
+    };
+    match proto.kind() {
+        ProtoErrorKind::NoRecordsFound { response_code, .. } => match *response_code {
+            ResponseCode::NXDomain => "no such domain (NXDOMAIN)".to_owned(),
+            ResponseCode::NoError => "the name has no address records".to_owned(),
+            code => format!("the DNS server answered {}", code.to_str()),
+        },
+        ProtoErrorKind::Timeout => "the DNS servers did not answer in time".to_owned(),
+        ProtoErrorKind::NoConnections => "no DNS server could be reached".to_owned(),
+        ProtoErrorKind::Io(e) => format!("the DNS servers could not be reached: {e}"),
+        _ => "the lookup failed".to_owned(),
+    }
+}
+
+/// Parses one `--resolve HOST:ADDR` or curl's `--resolve HOST:PORT:ADDR` (ADDR an IPv4 or
+/// IPv6 address, brackets optional; after a PORT an IPv6 address is best bracketed) into
+/// the pin's key and the address. The key is the canonical name, or `name:PORT` for a pin
+/// that applies to that port only (looked up before the name's own pin).
 pub fn parse_pin(spec: &str) -> Result<(String, IpAddr), String> {
-    let (host, addr) = spec
+    let (host, rest) = spec
         .split_once(':')
-        .ok_or_else(|| format!("--resolve {spec:?}: expected HOST:ADDR"))?;
+        .ok_or_else(|| format!("--resolve {spec:?}: expected HOST:ADDR or HOST:PORT:ADDR"))?;
     let name = match canonical_host(host) {
         Ok(Host::Name(name)) => name,
         Ok(Host::Ip(_)) => {
@@ -569,11 +595,26 @@ pub fn parse_pin(spec: &str) -> Result<(String, IpAddr), String> {
         }
         Err(e) => return Err(format!("--resolve {spec:?}: {e}")),
     };
-    let addr = addr.trim_start_matches('[').trim_end_matches(']');
-    let ip = addr
-        .parse::<IpAddr>()
-        .map_err(|_| format!("--resolve {spec:?}: {addr:?} is not an IP address"))?;
-    Ok((name, ip))
+    let ip_of = |text: &str| {
+        text.trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+    };
+    // HOST:ADDR first (an IPv6 ADDR holds colons too), then HOST:PORT:ADDR.
+    if let Ok(ip) = ip_of(rest) {
+        return Ok((name, ip));
+    }
+    let Some((port, addr)) = rest.split_once(':') else {
+        return Err(format!("--resolve {spec:?}: {rest:?} is not an IP address"));
+    };
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|port| *port != 0)
+        .ok_or_else(|| format!("--resolve {spec:?}: {port:?} is not a port (1-65535)"))?;
+    let ip =
+        ip_of(addr).map_err(|_| format!("--resolve {spec:?}: {addr:?} is not an IP address"))?;
+    Ok((format!("{name}:{port}"), ip))
 }
 
 #[cfg(test)]
@@ -596,5 +637,30 @@ mod tests {
         assert!(parse_pin("nohost").is_err());
         assert!(parse_pin("a.example:notanip").is_err());
         assert!(parse_pin("127.0.0.1:127.0.0.1").is_err());
+    }
+
+    #[test]
+    fn pins_take_curl_s_port_form() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap_or(IpAddr::from([0; 4]));
+        assert_eq!(
+            parse_pin("API.example:8443:127.0.0.2"),
+            Ok(("api.example:8443".to_owned(), ip("127.0.0.2")))
+        );
+        assert_eq!(
+            parse_pin("v6.example:443:[::1]"),
+            Ok(("v6.example:443".to_owned(), ip("::1")))
+        );
+        assert_eq!(
+            parse_pin("v6.example:443:::1"),
+            Ok(("v6.example:443".to_owned(), ip("::1")))
+        );
+        // A bare IPv6 address stays HOST:ADDR.
+        assert_eq!(
+            parse_pin("v6.example:2001:db8::1"),
+            Ok(("v6.example".to_owned(), ip("2001:db8::1")))
+        );
+        assert!(parse_pin("a.example:0:127.0.0.1").is_err());
+        assert!(parse_pin("a.example:70000:127.0.0.1").is_err());
+        assert!(parse_pin("a.example:443:notanip").is_err());
     }
 }

@@ -7,7 +7,8 @@
 //! Where `json_deny` guards apply to the upgrade request, the relay is message by message
 //! instead of byte for byte (tungstenite frames both sides: server role towards the
 //! client, client role towards the upstream): every client message is checked like a
-//! request body before it is sent on, and a refused one closes both connections, the
+//! request body before it is sent on (the outbound guard also searches the payloads of
+//! ping, pong and close frames), and a refused one closes both connections, the
 //! client's with code 1008, plus one `ws` deny line. `Sec-WebSocket-Extensions` is
 //! stripped from such upgrades, and a 101 naming an extension anyway is not relayed
 //! ([`negotiated_extension`]): compressed messages could not be checked.
@@ -145,7 +146,10 @@ pub(crate) fn relay_upgraded(
                 return;
             }
         };
-        exchange.write_open();
+        // No message passes before the open line is written (docs/reliability.md).
+        if exchange.write_open().await.is_err() {
+            return;
+        }
         let relayed = if guards.is_empty() && outbound.is_none() {
             relay(TokioIo::new(client), TokioIo::new(upstream), idle).await
         } else {
@@ -180,10 +184,12 @@ impl Checks<'_> {
     /// Checks one client message: the outbound guard first, then the body guards.
     fn check(&mut self, message: &Message) -> Result<(), Refusal> {
         if let Some(outbound) = self.outbound.as_mut() {
+            // Control frames carry up to 125 bytes each: searched like messages.
             let payload: &[u8] = match message {
                 Message::Text(text) => text.as_bytes(),
-                Message::Binary(data) => data,
-                _ => &[],
+                Message::Binary(data) | Message::Ping(data) | Message::Pong(data) => data,
+                Message::Close(Some(frame)) => frame.reason.as_bytes(),
+                Message::Close(None) | Message::Frame(_) => &[],
             };
             outbound
                 .check_message(payload)

@@ -129,93 +129,28 @@ struct RunningProxy {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts a proxy allowing `allows` (`--allow` rules), trusting `upstream_ca_pem`.
-async fn start_proxy(
-    allows: &[String],
-    upstream_ca_pem: &str,
-    refusal: TunnelRefusal,
-) -> TestResult<RunningProxy> {
-    start_proxy_with_audit(allows, upstream_ca_pem, refusal, AuditLog::disabled()).await
-}
-
-/// [`start_proxy`] writing its audit log to `audit`.
-async fn start_proxy_with_audit(
-    allows: &[String],
-    upstream_ca_pem: &str,
-    refusal: TunnelRefusal,
-    audit: AuditLog,
-) -> TestResult<RunningProxy> {
-    start_proxy_with(allows, &[], upstream_ca_pem, refusal, audit).await
-}
-
-/// [`start_proxy_with_audit`] passing TLS for `passthrough` hosts through.
-async fn start_proxy_with(
-    allows: &[String],
-    passthrough: &[&str],
-    upstream_ca_pem: &str,
-    refusal: TunnelRefusal,
-    audit: AuditLog,
-) -> TestResult<RunningProxy> {
-    let setup = Setup {
-        allows,
-        passthrough,
-        ..Setup::default()
-    };
-    start_proxy_full(&setup, upstream_ca_pem, refusal, audit).await
-}
-
-/// What a test proxy is started with.
+/// What a test proxy is started with; everything but `allows` may be left out.
 #[derive(Default)]
 struct Setup<'a> {
+    /// `--allow` rules.
     allows: &'a [String],
+    /// Hosts whose TLS is passed through, not intercepted.
     passthrough: &'a [&'a str],
     /// `--secret NAME=SURROGATE=VALUE@HOSTS` specs with their real values.
     secrets: &'a [(&'a str, &'a str)],
     /// `dlp: {credentials: off}` (with no secrets: no outbound guard at all).
     unguarded: bool,
+    /// Refuse a whole tunnel inside TLS (as `airlock run`), not on the CONNECT.
+    refuse_inside_tls: bool,
+    /// Where the audit log goes (nowhere when `None`).
+    audit: Option<AuditLog>,
 }
 
-/// The most general start.
-async fn start_proxy_full(
-    setup: &Setup<'_>,
-    upstream_ca_pem: &str,
-    refusal: TunnelRefusal,
-    audit: AuditLog,
-) -> TestResult<RunningProxy> {
-    let Setup {
-        allows,
-        passthrough,
-        secrets,
-        unguarded,
-    } = *setup;
-    let mut policy = Policy::default();
-    if unguarded {
-        policy.dlp.credentials = Some(airlock_policy::model::DlpMode::Off);
-    }
-    let mut values = Vec::new();
-    for (spec, value) in secrets {
-        let secret = airlock_policy::rule::parse_secret(spec)?;
-        values.push((secret.clone(), (*value).to_owned()));
-        policy.secrets.push(secret);
-    }
-    for host in passthrough {
-        policy
-            .network
-            .tls_passthrough
-            .push(airlock_policy::model::HostPattern::Exact(
-                (*host).to_owned(),
-            ));
-    }
-    for (index, text) in allows.iter().enumerate() {
-        policy
-            .network
-            .allow
-            .push(airlock_policy::rule::parse_allow(text, index)?);
-    }
-    let compiled = CompiledPolicy::compile(&policy)?;
-    let (ca, _) = CertificateAuthority::generate()?;
+/// Starts a proxy on 127.0.0.1 with `setup`, trusting `upstream_ca_pem` for upstreams.
+async fn start_proxy(setup: Setup<'_>, upstream_ca_pem: &str) -> TestResult<RunningProxy> {
+    let mut config = proxy_config(&setup)?;
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.cert_der().clone())?;
+    roots.add(config.ca.cert_der().clone())?;
     let client_tls = ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),
     ))
@@ -225,12 +160,7 @@ async fn start_proxy_full(
 
     let mut upstream_ca = tempfile::NamedTempFile::new()?;
     upstream_ca.write_all(upstream_ca_pem.as_bytes())?;
-    let mut config = ProxyConfig::new(compiled, ca, Credentials::new(values)?, audit);
-    config
-        .resolve
-        .insert("localhost".to_owned(), "127.0.0.1".parse()?);
     config.upstream_cas = vec![upstream_ca.path().to_owned()];
-    config.tunnel_refusal = refusal;
     let proxy = Proxy::new(config)?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -244,6 +174,106 @@ async fn start_proxy_full(
         _upstream_ca: upstream_ca,
         _stop: stop,
     })
+}
+
+/// The proxy's configuration for `setup`: its policy, a fresh interception CA,
+/// `localhost` resolved to 127.0.0.1 (upstream trust is added by [`start_proxy`]).
+fn proxy_config(setup: &Setup<'_>) -> TestResult<ProxyConfig> {
+    let mut policy = Policy::default();
+    if setup.unguarded {
+        policy.dlp.credentials = Some(airlock_policy::model::DlpMode::Off);
+    }
+    let mut values = Vec::new();
+    for (spec, value) in setup.secrets {
+        let secret = airlock_policy::rule::parse_secret(spec)?;
+        values.push((secret.clone(), (*value).to_owned()));
+        policy.secrets.push(secret);
+    }
+    for host in setup.passthrough {
+        policy
+            .network
+            .tls_passthrough
+            .push(airlock_policy::model::HostPattern::Exact(
+                (*host).to_owned(),
+            ));
+    }
+    for (index, text) in setup.allows.iter().enumerate() {
+        policy
+            .network
+            .allow
+            .push(airlock_policy::rule::parse_allow(text, index)?);
+    }
+    let compiled = CompiledPolicy::compile(&policy)?;
+    let (ca, _) = CertificateAuthority::generate()?;
+    let audit = setup.audit.clone().unwrap_or_else(AuditLog::disabled);
+    let mut config = ProxyConfig::new(compiled, ca, Credentials::new(values)?, audit);
+    config
+        .resolve
+        .insert("localhost".to_owned(), "127.0.0.1".parse()?);
+    config.tunnel_refusal = if setup.refuse_inside_tls {
+        TunnelRefusal::InsideTls
+    } else {
+        TunnelRefusal::OnConnect
+    };
+    Ok(config)
+}
+
+/// The setup most tests share: an upstream on localhost and a proxy whose only rule is
+/// `localhost:PORT`.
+struct Allowed {
+    proxy: RunningProxy,
+    port: u16,
+    /// `localhost:PORT`.
+    target: String,
+}
+
+impl Allowed {
+    /// A TLS upstream (h2 and http/1.1) behind a proxy refusing other tunnels on CONNECT.
+    async fn tls() -> TestResult<Allowed> {
+        let (port, ca_pem) = start_tls_upstream().await?;
+        Allowed::start(port, &ca_pem, false).await
+    }
+
+    /// [`Allowed::tls`], refusing other tunnels inside TLS (as `airlock run`).
+    async fn tls_refusing_inside_tls() -> TestResult<Allowed> {
+        let (port, ca_pem) = start_tls_upstream().await?;
+        Allowed::start(port, &ca_pem, true).await
+    }
+
+    /// A plain-HTTP upstream behind the proxy (which trusts the CA of a TLS upstream it
+    /// never reaches).
+    async fn plain() -> TestResult<Allowed> {
+        let port = start_plain_upstream().await?;
+        let (_, ca_pem) = start_tls_upstream().await?;
+        Allowed::start(port, &ca_pem, false).await
+    }
+
+    async fn start(port: u16, ca_pem: &str, refuse_inside_tls: bool) -> TestResult<Allowed> {
+        let target = format!("localhost:{port}");
+        let setup = Setup {
+            allows: std::slice::from_ref(&target),
+            refuse_inside_tls,
+            ..Setup::default()
+        };
+        let proxy = start_proxy(setup, ca_pem).await?;
+        Ok(Allowed {
+            proxy,
+            port,
+            target,
+        })
+    }
+}
+
+/// An audit log in a temporary file (the file lives as long as the returned handle).
+fn audit_file() -> TestResult<(tempfile::NamedTempFile, AuditLog)> {
+    let log = tempfile::NamedTempFile::new()?;
+    let audit = AuditLog::open(&log.path().to_string_lossy())?;
+    Ok((log, audit))
+}
+
+/// Runs a test's body within [`LIMIT`].
+async fn bounded(body: impl std::future::Future<Output = TestResult>) -> TestResult {
+    tokio::time::timeout(LIMIT, body).await?
 }
 
 /// Sends `CONNECT target`; returns the status, and the tunnel when it is 200, or the body.
@@ -310,15 +340,12 @@ fn json(body: &Bytes) -> serde_json::Value {
 
 #[tokio::test]
 async fn allowed_get_through_connect_and_tls_over_http1() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
-        let target = format!("localhost:{port}");
+    bounded(async {
+        let Allowed {
+            proxy,
+            port,
+            target,
+        } = Allowed::tls().await?;
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (status, _, body) = h1_get(TokioIo::new(tls), "/hello", &target).await?;
         assert_eq!(status, StatusCode::OK, "{body:?}");
@@ -328,20 +355,13 @@ async fn allowed_get_through_connect_and_tls_over_http1() -> TestResult {
         assert!(text.ends_with(&format!("host=localhost:{port}")), "{text}");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn allowed_get_through_connect_and_tls_over_h2() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
-        let target = format!("localhost:{port}");
+    bounded(async {
+        let Allowed { proxy, target, .. } = Allowed::tls().await?;
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"h2"]).await?;
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         let (mut sender, connection) =
@@ -358,19 +378,13 @@ async fn allowed_get_through_connect_and_tls_over_h2() -> TestResult {
         }
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn refused_host_gets_the_json_403_inside_tls() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::InsideTls,
-        )
-        .await?;
+    bounded(async {
+        let Allowed { proxy, .. } = Allowed::tls_refusing_inside_tls().await?;
         let tls = tls_tunnel(&proxy, "evil.example:443", "evil.example", &[b"http/1.1"]).await?;
         let (status, headers, body) =
             h1_get(TokioIo::new(tls), "/x?token=1", "evil.example").await?;
@@ -385,19 +399,13 @@ async fn refused_host_gets_the_json_403_inside_tls() -> TestResult {
         assert_eq!(value["method"], "GET");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn refused_tunnel_gets_the_json_403_on_connect() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
+    bounded(async {
+        let Allowed { proxy, .. } = Allowed::tls().await?;
         let (status, tunnel) = connect(proxy.addr, "evil.example:443").await?;
         assert_eq!(status, StatusCode::FORBIDDEN);
         let body = tunnel.err().unwrap_or_default();
@@ -407,39 +415,32 @@ async fn refused_tunnel_gets_the_json_403_on_connect() -> TestResult {
         assert_eq!(value["host"], "evil.example");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn host_header_naming_another_host_is_refused() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
-        let target = format!("localhost:{port}");
+    bounded(async {
+        let Allowed { proxy, target, .. } = Allowed::tls().await?;
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (status, _, body) = h1_get(TokioIo::new(tls), "/x", "evil.example").await?;
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert_eq!(json(&body)["reason"], "host_mismatch");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn refused_path_gets_the_json_403() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let (port, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("GET localhost:{port}/ok/**")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
+        let allows = [format!("GET localhost:{port}/ok/**")];
+        let setup = Setup {
+            allows: &allows,
+            ..Setup::default()
+        };
+        let proxy = start_proxy(setup, &ca_pem).await?;
         let target = format!("localhost:{port}");
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (sender_io, _) = (TokioIo::new(tls), ());
@@ -459,22 +460,14 @@ async fn refused_path_gets_the_json_403() -> TestResult {
         assert_eq!(json(&body)["reason"], "path_not_allowed");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn absolute_form_plain_http_is_forwarded() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let port = start_plain_upstream().await?;
-        let (_, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
+    bounded(async {
+        let Allowed { proxy, target, .. } = Allowed::plain().await?;
         let stream = TcpStream::connect(proxy.addr).await?;
-        let target = format!("localhost:{port}");
         let (status, _, body) = h1_get(
             TokioIo::new(stream),
             &format!("http://{target}/plain"),
@@ -497,7 +490,7 @@ async fn absolute_form_plain_http_is_forwarded() -> TestResult {
         assert_eq!(json(&body)["reason"], "host_not_allowed");
         Ok(())
     })
-    .await?
+    .await
 }
 
 /// Writes `request` raw, reads until the proxy closes the connection; returns what came
@@ -513,11 +506,10 @@ async fn raw_exchange(proxy: SocketAddr, request: &[u8]) -> TestResult<String> {
 
 #[tokio::test]
 async fn malformed_and_smuggling_shapes_get_400_and_a_close() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let port = start_plain_upstream().await?;
-        let (_, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(&[format!("localhost:{port}")], &ca_pem, TunnelRefusal::OnConnect).await?;
-        let t = format!("localhost:{port}");
+    bounded(async {
+        let Allowed {
+            proxy, target: t, ..
+        } = Allowed::plain().await?;
         let cases = [
             // Duplicate Host: our check.
             format!("GET http://{t}/ HTTP/1.1\r\nHost: {t}\r\nHost: {t}\r\n\r\n"),
@@ -545,16 +537,15 @@ async fn malformed_and_smuggling_shapes_get_400_and_a_close() -> TestResult {
         );
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn content_length_with_chunked_cannot_smuggle_a_second_request() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let port = start_plain_upstream().await?;
-        let (_, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(&[format!("localhost:{port}")], &ca_pem, TunnelRefusal::OnConnect).await?;
-        let t = format!("localhost:{port}");
+    bounded(async {
+        let Allowed {
+            proxy, target: t, ..
+        } = Allowed::plain().await?;
         // Both framings in one request: 400 and a close (docs/contract.md §4), whichever
         // order they come in; nothing reaches the upstream and the tail is never read as a
         // request.
@@ -570,21 +561,15 @@ async fn content_length_with_chunked_cannot_smuggle_a_second_request() -> TestRe
         assert!(!answer.contains("/smuggled"), "{answer:?}");
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn oversized_headers_are_refused() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
-        let port = start_plain_upstream().await?;
-        let (_, ca_pem) = start_tls_upstream().await?;
-        let proxy = start_proxy(
-            &[format!("localhost:{port}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
-        let t = format!("localhost:{port}");
+    bounded(async {
+        let Allowed {
+            proxy, target: t, ..
+        } = Allowed::plain().await?;
         let big = "a".repeat(128 * 1024);
         let case = format!("GET http://{t}/ HTTP/1.1\r\nHost: {t}\r\nX-Big: {big}\r\n\r\n");
         let answer = raw_exchange(proxy.addr, case.as_bytes()).await;
@@ -597,26 +582,25 @@ async fn oversized_headers_are_refused() -> TestResult {
         }
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn websocket_upgrade_is_relayed_and_audited_at_open_and_close() -> TestResult {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let (port, ca_pem) = start_tls_upstream().await?;
-        let log = tempfile::NamedTempFile::new()?;
-        let audit = AuditLog::open(&log.path().to_string_lossy())?;
+        let (log, audit) = audit_file()?;
         // Without the outbound guard the upgraded bytes are relayed as they are (with it,
         // the relay reads WebSocket frames: proxy_outbound_guard.rs in the CLI crate).
         let allows = [format!("GET localhost:{port}/ws")];
         let setup = Setup {
             allows: &allows,
             unguarded: true,
+            audit: Some(audit.clone()),
             ..Setup::default()
         };
-        let proxy =
-            start_proxy_full(&setup, &ca_pem, TunnelRefusal::OnConnect, audit.clone()).await?;
+        let proxy = start_proxy(setup, &ca_pem).await?;
         let target = format!("localhost:{port}");
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (mut sender, connection) =
@@ -666,24 +650,22 @@ async fn websocket_upgrade_is_relayed_and_audited_at_open_and_close() -> TestRes
         assert!(line["ms"].is_number());
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn passthrough_hosts_reach_the_upstream_certificate() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let (port, ca_pem) = start_tls_upstream().await?;
-        let log = tempfile::NamedTempFile::new()?;
-        let audit = AuditLog::open(&log.path().to_string_lossy())?;
-        let proxy = start_proxy_with(
-            &[format!("localhost:{port}")],
-            &["localhost"],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-            audit.clone(),
-        )
-        .await?;
+        let (log, audit) = audit_file()?;
         let target = format!("localhost:{port}");
+        let setup = Setup {
+            allows: std::slice::from_ref(&target),
+            passthrough: &["localhost"],
+            audit: Some(audit.clone()),
+            ..Setup::default()
+        };
+        let proxy = start_proxy(setup, &ca_pem).await?;
         let (status, tunnel) = connect(proxy.addr, &target).await?;
         assert_eq!(status, StatusCode::OK);
         let tunnel = tunnel.map_err(|_| "no tunnel")?;
@@ -733,7 +715,7 @@ async fn passthrough_hosts_reach_the_upstream_certificate() -> TestResult {
         }
         Ok(())
     })
-    .await?
+    .await
 }
 
 /// A TCP server echoing every byte; returns its port.
@@ -754,17 +736,16 @@ async fn start_echo() -> TestResult<u16> {
 #[tokio::test]
 async fn raw_tcp_passes_only_for_destination_only_rules() -> TestResult {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let port = start_echo().await?;
         let (_, ca_pem) = start_tls_upstream().await?;
         let target = format!("localhost:{port}");
 
-        let open = start_proxy(
-            std::slice::from_ref(&target),
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
+        let setup = Setup {
+            allows: std::slice::from_ref(&target),
+            ..Setup::default()
+        };
+        let open = start_proxy(setup, &ca_pem).await?;
         let (status, tunnel) = connect(open.addr, &target).await?;
         assert_eq!(status, StatusCode::OK);
         let mut tunnel = TokioIo::new(tunnel.map_err(|_| "no tunnel")?);
@@ -773,12 +754,12 @@ async fn raw_tcp_passes_only_for_destination_only_rules() -> TestResult {
         tunnel.read_exact(&mut echo).await?;
         assert_eq!(&echo, b"\x00binary");
 
-        let http_only = start_proxy(
-            &[format!("GET {target}")],
-            &ca_pem,
-            TunnelRefusal::OnConnect,
-        )
-        .await?;
+        let allows = [format!("GET {target}")];
+        let setup = Setup {
+            allows: &allows,
+            ..Setup::default()
+        };
+        let http_only = start_proxy(setup, &ca_pem).await?;
         let (status, tunnel) = connect(http_only.addr, &target).await?;
         assert_eq!(status, StatusCode::OK);
         let mut tunnel = TokioIo::new(tunnel.map_err(|_| "no tunnel")?);
@@ -792,15 +773,14 @@ async fn raw_tcp_passes_only_for_destination_only_rules() -> TestResult {
         );
         Ok(())
     })
-    .await?
+    .await
 }
 
 #[tokio::test]
 async fn surrogates_are_swapped_only_on_their_hosts() -> TestResult {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let (port, ca_pem) = start_tls_upstream().await?;
-        let log = tempfile::NamedTempFile::new()?;
-        let audit = AuditLog::open(&log.path().to_string_lossy())?;
+        let (log, audit) = audit_file()?;
         let surrogate = "ghp_SURROGATE0000000000000000000000000000";
         let real = "ghp_realvalue11111111111111111111111111111";
         let spec = format!("GH_TOKEN={surrogate}={real}@localhost");
@@ -808,10 +788,10 @@ async fn surrogates_are_swapped_only_on_their_hosts() -> TestResult {
         let setup = Setup {
             allows: &allows,
             secrets: &[(&spec, real)],
+            audit: Some(audit.clone()),
             ..Setup::default()
         };
-        let proxy =
-            start_proxy_full(&setup, &ca_pem, TunnelRefusal::OnConnect, audit.clone()).await?;
+        let proxy = start_proxy(setup, &ca_pem).await?;
         let target = format!("localhost:{port}");
         let tls = tls_tunnel(&proxy, &target, "localhost", &[b"http/1.1"]).await?;
         let (mut sender, connection) =
@@ -859,5 +839,5 @@ async fn surrogates_are_swapped_only_on_their_hosts() -> TestResult {
         assert!(text.contains(r#""reason":"secret_out_of_scope""#), "{text}");
         Ok(())
     })
-    .await?
+    .await
 }

@@ -8,7 +8,7 @@
 //! directory, labels, removal.
 //!
 //! Needs root and a working docker (or podman); without them the test says
-//! why and returns. The image is built locally by
+//! why and returns, and fails under `AIRLOCK_TEST_REQUIRE` (as in CI). The image is built locally by
 //! `crates/airlock/tests/fixtures/build_sandbox_image.sh` (no registry).
 
 #![cfg(target_os = "linux")]
@@ -25,6 +25,8 @@ use airlock_jail::{
     send_datagram_from,
 };
 use airlock_sandbox::docker::{ContainerId, Docker, DockerError, RunSpec, WORKSPACE_MOUNT};
+
+mod support;
 
 /// Upper bound of every wait in this test.
 const BOUND: Duration = Duration::from_secs(60);
@@ -47,16 +49,20 @@ impl Drop for RemoveOnDrop<'_> {
     }
 }
 
-/// The engine, or `None` after saying why it cannot be used.
+/// The engine, or `None` after saying why it cannot be used ([`support::skip_or_fail`]).
 fn docker_or_skip() -> Option<Docker> {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: entering a container's network namespace needs root");
+        crate::support::skip_or_fail(
+            "entering a container's network namespace needs root: run as root",
+        );
         return None;
     }
     match Docker::detect() {
         Ok(docker) => Some(docker),
         Err(error) => {
-            eprintln!("SKIPPED: no usable container engine: {error}");
+            crate::support::skip_or_fail(&format!(
+                "no usable container engine (install docker.io and start dockerd): {error}"
+            ));
             None
         }
     }

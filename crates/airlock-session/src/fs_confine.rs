@@ -1,28 +1,19 @@
 //! The filesystem half of a jail, from the policy's `filesystem` section to the jail's
 //! [`FsConfinement`] (docs/security.md, "What the command can read and write"): entries
 //! resolved and canonicalised, missing hidden paths left out, the write-protected names
-//! found inside the writable directories (a bounded walk), and airlock's own state hidden.
+//! found inside the writable directories (a bounded walk) with the hook directories and
+//! included files git's configuration names, and airlock's own state hidden. The same
+//! walk (`fs_walk`) runs again when the command has ended ([`crate::quarantine`]).
 //! Anything that cannot be confined as asked is an error naming the path (exit 125).
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use airlock_jail::FsConfinement;
 use airlock_policy::filesystem::{Entry, FsRules, Launcher};
 use airlock_policy::model::Filesystem;
 
-/// How many directory entries the walk for protected names looks at, in all.
-const MAX_WALK_ENTRIES: usize = 500_000;
-/// How deep below a writable directory it looks.
-const MAX_WALK_DEPTH: usize = 24;
-/// Directories that hold no protected name worth the walk: package trees, and (inside a
-/// `.git` directory) git's object and LFS stores.
-const SKIPPED_DIRS: [&str; 1] = ["node_modules"];
-/// The file that marks a cache directory (a build tree such as cargo's `target/`): its
-/// contents are build output, not configuration, and are not walked.
-const CACHE_MARKER: &str = "CACHEDIR.TAG";
-/// Directories skipped inside a `.git` directory.
-const SKIPPED_GIT_DIRS: [&str; 2] = ["objects", "lfs"];
+use crate::fs_walk::{Found, walk};
+use crate::quarantine::EndCheck;
 
 /// A filesystem plan ready for the jail.
 #[derive(Debug, Default)]
@@ -31,6 +22,9 @@ pub struct FsPlan {
     pub confinement: FsConfinement,
     /// Every existing hidden path, canonical.
     pub hidden: Vec<PathBuf>,
+    /// What the end of the run checks again: the protected names the command may have
+    /// created or replaced (docs/security.md).
+    pub end_check: EndCheck,
 }
 
 impl FsPlan {
@@ -125,11 +119,35 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
     }
     let exceptions = existing(rules.exceptions.iter().cloned());
     let mut protected = existing(rules.protected_paths.iter().cloned());
+    let mut found = Found::default();
     for (dir, entry) in &writable {
-        walk_protected(&rules, dir, &entry.path, &mut protected)?;
+        walk(&rules, dir, &entry.path, None, &mut found)?;
     }
+    protected.append(&mut found.protected);
+    let home = std::fs::canonicalize(&place.home).unwrap_or_else(|_| place.home.clone());
+    // Hook directories and included files inside a writable directory: protected where
+    // they exist, watched by the end check where they do not (yet).
+    let targets: Vec<PathBuf> = git_targets(&found.git_dirs, &home)?
+        .into_iter()
+        .filter(|t| {
+            writable
+                .iter()
+                .any(|(dir, _)| t.starts_with(dir) && t != dir)
+        })
+        .collect();
+    protected.extend(
+        targets
+            .iter()
+            .filter(|t| std::fs::symlink_metadata(t).is_ok())
+            .cloned(),
+    );
     protected.sort();
     protected.dedup();
+    let roots: Vec<(PathBuf, PathBuf)> = writable
+        .iter()
+        .map(|(path, entry)| (path.clone(), entry.path.clone()))
+        .collect();
+    let end_check = EndCheck::new(rules.clone(), roots, &protected, &found, targets);
     let writable = writable.into_iter().map(|(path, _)| path).collect();
     Ok(FsPlan {
         confinement: FsConfinement {
@@ -139,6 +157,7 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
             landlock: true,
         },
         hidden: drop_nested(hidden),
+        end_check,
     })
 }
 
@@ -180,49 +199,102 @@ fn drop_nested(paths: Vec<PathBuf>) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Finds every write-protected name below the writable directory `dir` (canonical;
-/// `written` is how the rules know it). Symbolic links are not followed: a link itself
-/// is protected when its name is. Past the bounds the walk fails: a protected name left
-/// unfound would be a silently weaker jail.
-fn walk_protected(
-    rules: &FsRules,
-    dir: &Path,
-    written: &Path,
-    found: &mut Vec<PathBuf>,
-) -> Result<(), String> {
-    let mut pending = VecDeque::from([(dir.to_owned(), 0usize)]);
-    let mut seen = 0usize;
-    while let Some((current, depth)) = pending.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&current) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > MAX_WALK_ENTRIES {
-                return Err(format!(
-                    "{} holds more than {MAX_WALK_ENTRIES} entries: airlock cannot find every \
-                     write-protected name in it; list narrower filesystem.writable entries",
-                    dir.display()
-                ));
-            }
-            let path = entry.path();
-            let relative = path.strip_prefix(dir).unwrap_or(&path);
-            if rules.is_protected(written, &written.join(relative)) {
-                found.push(path);
-                continue;
-            }
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            let name = entry.file_name();
-            let in_git = current.file_name().is_some_and(|n| n == ".git");
-            let skipped = SKIPPED_DIRS.iter().any(|skip| name == *skip)
-                || (in_git && SKIPPED_GIT_DIRS.iter().any(|skip| name == *skip))
-                || (is_dir && path.join(CACHE_MARKER).is_file());
-            if is_dir && !skipped && depth < MAX_WALK_DEPTH {
-                pending.push_back((path, depth + 1));
-            }
+/// Most configuration files one launch reads (includes of includes counted).
+const MAX_GIT_CONFIGS: usize = 64;
+/// The largest git configuration file read.
+const MAX_GIT_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The directories `core.hooksPath` names and the files `include.path` /
+/// `includeIf.*.path` pull in, for every git directory found (and the user's and the
+/// system's configuration), resolved as git resolves them: these make git run code as
+/// surely as `.git/hooks` and `.git/config` do. A configuration that cannot be read (or
+/// too many, or too large) is an error: airlock could not tell what it makes git run.
+fn git_targets(git_dirs: &[PathBuf], home: &Path) -> Result<Vec<PathBuf>, String> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"));
+    let mut shared = vec![
+        PathBuf::from("/etc/gitconfig"),
+        home.join(".gitconfig"),
+        xdg.join("git/config"),
+    ];
+    let mut read = 0usize;
+    let mut targets = Vec::new();
+    let mut shared_hooks = Vec::new();
+    let mut queue: Vec<PathBuf> = std::mem::take(&mut shared);
+    while let Some(file) = queue.pop() {
+        if let Some((hooks, includes)) = read_git_config(&file, home, &mut read)? {
+            shared_hooks.extend(hooks);
+            queue.extend(includes.iter().cloned());
+            targets.extend(includes);
         }
     }
-    Ok(())
+    for git_dir in git_dirs {
+        let work_tree = git_dir.parent().unwrap_or(git_dir);
+        // The bound is per repository: a tree of many repositories is no error.
+        read = 0;
+        let mut hooks: Vec<String> = shared_hooks.clone();
+        let mut queue = vec![git_dir.join("config")];
+        while let Some(file) = queue.pop() {
+            if let Some((found_hooks, includes)) = read_git_config(&file, home, &mut read)? {
+                hooks.extend(found_hooks);
+                queue.extend(includes.iter().cloned());
+                targets.extend(includes);
+            }
+        }
+        targets.extend(
+            hooks.iter().filter_map(|value| {
+                airlock_policy::gitconfig::resolve_path(value, work_tree, home)
+            }),
+        );
+    }
+    targets.sort();
+    targets.dedup();
+    Ok(targets)
+}
+
+/// A configuration's `core.hooksPath` values (as written) and include targets (resolved).
+type GitPaths = (Vec<String>, Vec<PathBuf>);
+
+/// One configuration file's `core.hooksPath` values and resolved include targets; nothing
+/// when it does not exist. Bounded in count ([`MAX_GIT_CONFIGS`]) and size.
+fn read_git_config(file: &Path, home: &Path, read: &mut usize) -> Result<Option<GitPaths>, String> {
+    let Ok(metadata) = std::fs::metadata(file) else {
+        return Ok(None);
+    };
+    *read += 1;
+    if *read > MAX_GIT_CONFIGS || metadata.len() > MAX_GIT_CONFIG_BYTES || !metadata.is_file() {
+        return Err(format!(
+            "{}: more git configuration than airlock reads (at most {MAX_GIT_CONFIGS} regular \
+             files of 1 MiB): it cannot tell which files make git run code",
+            file.display()
+        ));
+    }
+    let bytes = std::fs::read(file)
+        .map_err(|e| format!("cannot read the git configuration {}: {e}", file.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let base = file.parent().unwrap_or(file);
+    let (hooks, includes) = match airlock_policy::gitconfig::parse(&text) {
+        Ok(entries) => (
+            airlock_policy::gitconfig::hooks_path(&entries)
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            airlock_policy::gitconfig::include_paths(&entries)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        ),
+        // Git refuses most files this reader rejects; the lenient scan keeps whatever
+        // path values such a file holds, in case git reads it after all.
+        Err(_) => airlock_policy::gitconfig::scan_paths(&text),
+    };
+    let includes = includes
+        .iter()
+        .filter_map(|value| airlock_policy::gitconfig::resolve_path(value, base, home))
+        .collect();
+    Ok(Some((hooks, includes)))
 }
 
 #[cfg(test)]

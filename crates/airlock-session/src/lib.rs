@@ -5,7 +5,8 @@
 //! [`standalone::StandaloneConfig`]. Preparing reads and checks everything before anything
 //! starts (policies, secrets, the CA, the audit log, upstream pins and trust) and returns
 //! every error found. The rest is what serving a prepared session needs: the jail's
-//! filesystem plan ([`fs_confine`], [`host_sockets`]), the handed sockets of a jail or a
+//! filesystem plan and its end-of-run check ([`fs_confine`], [`quarantine`],
+//! [`host_sockets`]), the handed sockets of a jail or a
 //! container ([`serve`], [`gateway`]), the admin API and policy reloads ([`admin`],
 //! [`policy_reload`], [`run_socket`]) and the proxy's hooks ([`rotation`],
 //! [`panic_redaction`]). Command-line parsing is not here: the CLI turns its flags into
@@ -17,6 +18,7 @@ pub mod admin;
 pub mod config;
 pub mod env;
 pub mod fs_confine;
+mod fs_walk;
 pub mod gateway;
 #[cfg(target_os = "linux")]
 pub mod git_source;
@@ -24,6 +26,7 @@ pub mod host_sockets;
 mod log;
 pub mod panic_redaction;
 pub mod policy_reload;
+pub mod quarantine;
 pub mod rotation;
 pub mod run_socket;
 pub mod secret_sources;

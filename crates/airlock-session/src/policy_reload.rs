@@ -70,6 +70,11 @@ pub fn watch(args: PolicySources, store: Arc<PolicyStore>) -> std::io::Result<()
                     Stamp::File(_) => Source::File,
                 });
             last = now;
+            if source == Some(Source::Sighup) {
+                // SIGHUP also has an unavailable audit log tried again now
+                // (docs/reliability.md); the reload goes on as ever.
+                store.audit().retry_now();
+            }
             let Some(source) = source.or(changed) else {
                 continue;
             };

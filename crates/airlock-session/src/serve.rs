@@ -47,17 +47,20 @@ impl Signals {
         }
     }
 
-    /// Awaits `done`, forwarding `SIGTERM`/`SIGHUP` with `forward` meanwhile.
+    /// Awaits `done`, forwarding `SIGTERM`/`SIGHUP` (and `SIGINT` when `interrupt`: a
+    /// command in a session of its own gets no signal from airlock's terminal) with
+    /// `forward` meanwhile.
     pub async fn forward_until<T>(
         mut self,
         done: impl std::future::Future<Output = T>,
+        interrupt: bool,
         forward: impl Fn(i32),
     ) -> T {
         tokio::pin!(done);
         loop {
             tokio::select! {
                 result = &mut done => return result,
-                _ = self.interrupt.recv() => {}
+                _ = self.interrupt.recv() => if interrupt { forward(libc::SIGINT) },
                 _ = self.terminate.recv() => forward(libc::SIGTERM),
                 _ = self.hangup.recv() => forward(libc::SIGHUP),
             }

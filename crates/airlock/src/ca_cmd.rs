@@ -3,6 +3,7 @@
 //! The CA lives in [`airlock_proxy::ca::default_dir`]; errors ([`CaError`]) go to stderr
 //! prefixed `airlock: ` and exit 1 (usage errors are clap's, exit 2).
 
+use crate::out::{out, outln};
 use airlock_proxy::ca::{self, CaError, CertificateAuthority, InitOutcome};
 
 /// Subcommands of `airlock ca`.
@@ -27,11 +28,11 @@ pub fn run(cmd: CaCommand) -> Result<(), CaError> {
     match cmd {
         CaCommand::Init { force } => match ca::init(&dir, force)? {
             InitOutcome::Created => {
-                println!("created a new CA: {}", cert_path.display());
-                println!("its key: {} (mode 0600)", dir.join(ca::KEY_FILE).display());
+                outln!("created a new CA: {}", cert_path.display());
+                outln!("its key: {} (mode 0600)", dir.join(ca::KEY_FILE).display());
             }
             InitOutcome::Kept => {
-                println!(
+                outln!(
                     "kept the existing CA: {} (use --force to replace it)",
                     cert_path.display()
                 );
@@ -41,12 +42,12 @@ pub fn run(cmd: CaCommand) -> Result<(), CaError> {
             if !cert_path.is_file() || !dir.join(ca::KEY_FILE).is_file() {
                 return Err(CaError::Missing { dir });
             }
-            println!("{}", cert_path.display());
+            outln!("{}", cert_path.display());
         }
         CaCommand::Show => {
             let authority = CertificateAuthority::load_dir(&dir)?;
-            print!("{}", authority.cert_pem());
-            println!("SHA-256 fingerprint: {}", authority.fingerprint_sha256());
+            out!("{}", authority.cert_pem());
+            outln!("SHA-256 fingerprint: {}", authority.fingerprint_sha256());
         }
     }
     Ok(())

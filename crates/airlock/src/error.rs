@@ -64,10 +64,20 @@ pub enum RunError {
     /// The filesystem confinement cannot be planned, or the jail's sockets served.
     #[error("{0}")]
     Confine(String),
-    /// The jail failed: its own status (127/126 for exec failures, else 125).
+    /// The jail failed once started: its own status (127/126 when the command cannot be
+    /// executed, the message then naming it; else 125).
+    #[cfg(target_os = "linux")]
+    #[error("{}", jail_message(.program, .error))]
+    Jail {
+        /// The command (its first word).
+        program: String,
+        /// What failed.
+        error: airlock_jail::JailError,
+    },
+    /// The jail could not be built: 125, whatever the failure.
     #[cfg(target_os = "linux")]
     #[error("{0}")]
-    Jail(#[from] airlock_jail::JailError),
+    JailSetup(airlock_jail::JailError),
     /// The task launching the jail failed.
     #[error("the jail launcher failed: {0}")]
     Launcher(tokio::task::JoinError),
@@ -80,14 +90,59 @@ pub enum RunError {
     NeedsLinux,
 }
 
+/// What a failed jail says: the command's name when it cannot be executed.
+#[cfg(target_os = "linux")]
+fn jail_message(program: &str, error: &airlock_jail::JailError) -> String {
+    match error {
+        airlock_jail::JailError::Exec { source, .. } => format!("cannot run {program}: {source}"),
+        other => other.to_string(),
+    }
+}
+
+/// The line that follows a jail failure `airlock doctor` can explain (namespaces refused,
+/// a kernel feature missing).
+pub const DOCTOR_HINT: &str =
+    "`airlock doctor` checks what the jail needs on this machine and prints the remedy";
+
+/// Whether `error` is a refusal of the kernel that `airlock doctor` checks for.
+#[cfg(target_os = "linux")]
+fn doctor_explains(error: &airlock_jail::JailError) -> bool {
+    use airlock_jail::{JailError, SetupStep};
+    match error {
+        JailError::NamespacesUnavailable { .. } => true,
+        JailError::Setup { step, .. } => matches!(
+            step,
+            SetupStep::Unshare
+                | SetupStep::MountPrivate
+                | SetupStep::MountProc
+                | SetupStep::ReadOnlyRoot
+                | SetupStep::Landlock
+                | SetupStep::SystemCallFilter
+        ),
+        _ => false,
+    }
+}
+
 impl RunError {
+    /// The jail's failure once started, naming `command`'s first word.
+    #[cfg(target_os = "linux")]
+    pub fn jail(error: airlock_jail::JailError, command: &[std::ffi::OsString]) -> RunError {
+        let program = command.first().map(|p| p.to_string_lossy().into_owned());
+        RunError::Jail {
+            program: program.unwrap_or_default(),
+            error,
+        }
+    }
+
     /// The exit status (docs/contract.md §2).
     fn status(&self) -> u8 {
         match self {
             RunError::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
             RunError::Exec { .. } => 126,
             #[cfg(target_os = "linux")]
-            RunError::Jail(error) => u8::try_from(error.exit_status()).unwrap_or(SETUP_FAILED),
+            RunError::Jail { error, .. } => {
+                u8::try_from(error.exit_status()).unwrap_or(SETUP_FAILED)
+            }
             _ => SETUP_FAILED,
         }
     }
@@ -96,6 +151,10 @@ impl RunError {
     fn lines(&self) -> Vec<String> {
         match self {
             RunError::Setup(errors) => errors.clone(),
+            #[cfg(target_os = "linux")]
+            RunError::Jail { error, .. } | RunError::JailSetup(error) if doctor_explains(error) => {
+                vec![self.to_string(), DOCTOR_HINT.to_owned()]
+            }
             other => vec![other.to_string()],
         }
     }
@@ -198,6 +257,12 @@ pub enum Error {
     /// `airlock watch`: exit status 1, printed after `airlock watch: `.
     #[error("{0}")]
     Watch(String),
+    /// `airlock logs`: exit status 1.
+    #[error("{0}")]
+    Logs(String),
+    /// `airlock man --dir`: exit status 1.
+    #[error("{0}")]
+    Man(String),
 }
 
 impl Error {
@@ -220,7 +285,7 @@ impl Error {
                 }
             }
             Error::Run(error) => error.status(),
-            Error::Proxy(_) | Error::Ca(_) | Error::Watch(_) => 1,
+            Error::Proxy(_) | Error::Ca(_) | Error::Watch(_) | Error::Logs(_) | Error::Man(_) => 1,
             Error::Daemon(_) => SETUP_FAILED,
             #[cfg(target_os = "linux")]
             Error::Sandbox(_) => SETUP_FAILED,
@@ -241,6 +306,12 @@ impl Error {
             Error::Watch(message) => {
                 eprintln!("airlock watch: {message}");
                 Vec::new()
+            }
+            #[cfg(target_os = "linux")]
+            Error::Sandbox(airlock_sandbox::SandboxError::Setup { why, .. })
+                if why.contains("namespaces are unavailable") =>
+            {
+                vec![self.to_string(), DOCTOR_HINT.to_owned()]
             }
             other => vec![other.to_string()],
         };
@@ -284,6 +355,23 @@ mod tests {
         assert_eq!(usage(ErrorKind::UnknownArgument, false).status(), 2);
         assert_eq!(usage(ErrorKind::DisplayHelp, true).status(), 0);
         assert_eq!(usage(ErrorKind::DisplayVersion, false).status(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn jail_failures_name_the_command_and_point_at_doctor() {
+        use airlock_jail::{ExecFailure, JailError};
+        let missing = JailError::Exec {
+            kind: ExecFailure::NotFound,
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        let error = RunError::jail(missing, &["nosuchcmd".into()]);
+        assert!(error.to_string().starts_with("cannot run nosuchcmd: "));
+        assert_eq!(Error::from(error).status(), 127);
+        let refused = JailError::NamespacesUnavailable { why: "x".into() };
+        let lines = RunError::JailSetup(refused).lines();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1], super::DOCTOR_HINT);
     }
 
     #[test]

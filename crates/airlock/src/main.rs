@@ -5,13 +5,22 @@
 //! ([`error`]), which [`try_main`]'s caller prints and turns into the status: usage errors
 //! are 2 (clap's own; 125 for `run` and `mcp`), `run`/`mcp`/`sandbox` failures 125,
 //! `proxy`, `ca` and `watch` failures 1. `policy` decides its own statuses: `check` 0/1,
-//! `explain` 0 (allow) / 1 (deny) / 2 (error).
+//! `explain` 0 (allow) / 1 (deny) / 2 (error); `doctor` 0 (ready) / 1 (something `run`
+//! needs is missing); `logs` 0 / 1. Printing commands end quietly when their reader goes
+//! away ([`out`]).
+
+// The output macros, before the modules that use them.
+mod out;
 
 mod ca_cmd;
+mod completions_cmd;
+#[cfg(target_os = "linux")]
+mod doctor_cmd;
 mod error;
 // Unsafe allowed in this module only: the allocator's tuning call, under its SAFETY comment.
 #[allow(unsafe_code)]
 mod heap;
+mod logs_cmd;
 mod mcp_cmd;
 mod mcp_relay;
 mod policy_args;
@@ -61,6 +70,15 @@ enum Command {
     Sandbox(sandbox_cmd::SandboxCommand),
     /// Watch a run's or a proxy's decisions live and answer `--mode ask` prompts.
     Watch(watch_cmd::WatchArgs),
+    /// Check that this machine can run the jail: namespaces, Landlock, cgroups, the CA...
+    #[cfg(target_os = "linux")]
+    Doctor(doctor_cmd::DoctorArgs),
+    /// List, show and prune the audit logs of past runs.
+    Logs(logs_cmd::LogsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions_cmd::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command into a directory.
+    Man(completions_cmd::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,8 +111,18 @@ fn try_main() -> Result<ExitCode, Error> {
             watch_cmd::run(args).map_err(Error::Watch)?;
             ExitCode::SUCCESS
         }
+        #[cfg(target_os = "linux")]
+        Command::Doctor(args) => doctor_cmd::run(&args),
+        Command::Logs(args) => logs_cmd::run(args).map_err(Error::Logs)?,
+        Command::Completions(args) => completions_cmd::completions(&args, cli_command()),
+        Command::Man(args) => completions_cmd::man(&args, cli_command()).map_err(Error::Man)?,
     };
     Ok(status)
+}
+
+/// The command line's definition, for the completion scripts and the manual pages.
+fn cli_command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Whether the subcommand is `run` or `mcp` (the first argument not starting with `-`),

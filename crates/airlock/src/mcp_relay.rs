@@ -1,7 +1,8 @@
 //! The I/O pump of `airlock mcp`: airlock's standard input is framed into lines and each
 //! decided by [`airlock_mcp::stdio::client_line`] (forwarded to the server, answered here,
 //! or refused); the server's standard output is framed and each line decided by
-//! [`airlock_mcp::stdio::server_line`] (relayed, filtered, or dropped). Both directions
+//! [`airlock_mcp::stdio::server_line`] (relayed, filtered, or dropped, the client then
+//! getting an error for each response it carried). Both directions
 //! hold at most [`LINE_LIMIT`] bytes of an unfinished line; a full pipe on one side stops
 //! reading on the other (back-pressure), so memory stays bounded whatever either side
 //! sends. One writer task owns airlock's standard output, so lines never interleave.
@@ -191,6 +192,12 @@ async fn server_to_client(input: pipe::Receiver, output: mpsc::Sender<String>, c
                     }
                 }
                 ServerDecision::Refuse(problem) => context.refused("server", &problem),
+                ServerDecision::Answer { problem, answer } => {
+                    context.refused("server", &problem);
+                    if output.send(answer).await.is_err() {
+                        return;
+                    }
+                }
                 ServerDecision::Skip => {}
             }
         }
@@ -248,5 +255,6 @@ fn problem_kind(problem: &Uninspectable) -> &'static str {
         Uninspectable::ToolNameMissing => "a tools/call without a string params.name",
         Uninspectable::TooLarge => "longer than 1 MiB",
         Uninspectable::Stream(_) => "not a JSON-RPC line",
+        Uninspectable::LineBreak(_) => "a raw line break (CR, U+2028, U+2029...) inside the line",
     }
 }

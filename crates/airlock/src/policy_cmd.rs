@@ -15,6 +15,7 @@ use airlock_policy::{CompiledPolicy, Decision, emit};
 
 use airlock_session::sources::read_policy_source;
 
+use crate::out::{out, outln};
 use crate::policy_args::PolicySelection;
 
 /// Subcommands of `airlock policy`.
@@ -101,7 +102,7 @@ fn check(files: &[String]) -> ExitCode {
                 .map_err(|e| vec![format!("{spec}: {e}")])
         });
         match result {
-            Ok((name, policy)) => println!(
+            Ok((name, policy)) => outln!(
                 "{name}: ok ({} allow, {} deny, {} secrets, {} mcp rules, {} routes)",
                 policy.network.allow.len(),
                 policy.network.deny.len(),
@@ -229,9 +230,10 @@ fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> 
         print_text(&decision, &secrets, &request);
         if let (true, Some(upstream)) = (decision.is_allow(), &upstream) {
             let path = upstream.path.as_deref().unwrap_or_default();
-            println!(
+            outln!(
                 "  routed to https://{}:{}{path}",
-                upstream.host, upstream.port
+                upstream.host,
+                upstream.port
             );
         }
         if decision.is_allow() {
@@ -254,7 +256,7 @@ fn print_inspection(compiled: &CompiledPolicy, target: &airlock_policy::Canonica
         .map(|rule| rule.id.as_str())
         .collect();
     if !guards.is_empty() {
-        println!(
+        outln!(
             "  body:    checked against json_deny of {} (WebSocket messages too)",
             guards.join(", ")
         );
@@ -262,9 +264,9 @@ fn print_inspection(compiled: &CompiledPolicy, target: &airlock_policy::Canonica
     if let Ok(path) = target.path.as_deref()
         && let Some(rule) = compiled.mcp_rule(&target.host, path)
     {
-        println!("  mcp:     tools/call decided by {}", rule.id);
+        outln!("  mcp:     tools/call decided by {}", rule.id);
     }
-    println!("  guard:   {}", guard_sight(compiled, target));
+    outln!("  guard:   {}", guard_sight(compiled, target));
 }
 
 /// What the outbound guard sees of requests to `target` (docs/security.md, "Outbound
@@ -314,7 +316,7 @@ fn print_json(decision: &Decision, secrets: &[String]) {
         secrets,
     };
     match serde_json::to_string(&explained) {
-        Ok(line) => println!("{line}"),
+        Ok(line) => outln!("{line}"),
         Err(e) => eprintln!("airlock: cannot print the decision as JSON: {e}"),
     }
 }
@@ -322,7 +324,7 @@ fn print_json(decision: &Decision, secrets: &[String]) {
 fn print_text(decision: &Decision, secrets: &[String], request: &ExplainRequest) {
     let req = &request.canonical;
     let path = req.path.as_deref().unwrap_or("(unsafe path)");
-    println!(
+    outln!(
         "{} {} {}:{}{}",
         decision.verdict.as_str(),
         req.method,
@@ -330,7 +332,7 @@ fn print_text(decision: &Decision, secrets: &[String], request: &ExplainRequest)
         req.port,
         path
     );
-    println!(
+    outln!(
         "  rule:    {}",
         decision.rule.as_deref().unwrap_or("none (default deny)")
     );
@@ -341,12 +343,12 @@ fn print_text(decision: &Decision, secrets: &[String], request: &ExplainRequest)
             path,
             decision.rule.as_deref(),
         );
-        println!("  reason:  {reason}");
-        println!("  message: {}", explanation.message);
-        println!("  hint:    {}", explanation.hint);
+        outln!("  reason:  {reason}");
+        outln!("  message: {}", explanation.message);
+        outln!("  hint:    {}", explanation.hint);
     }
     if !secrets.is_empty() {
-        println!("  secrets swapped on this host: {}", secrets.join(", "));
+        outln!("  secrets swapped on this host: {}", secrets.join(", "));
     }
 }
 
@@ -360,7 +362,7 @@ fn import(format: SeedFormat, file: &str) -> ExitCode {
     };
     match airlock_policy::import::import(format, file, &text) {
         Ok(policy) => {
-            print!("{}", emit::to_yaml(&policy));
+            out!("{}", emit::to_yaml(&policy));
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -413,10 +415,10 @@ fn explain_fs(selection: &PolicySelection, json: bool, path: &std::path::Path) -
             "access": access.kind.word(),
             "why": access.why,
         });
-        println!("{value}");
+        outln!("{value}");
     } else {
-        println!("{}: {}", target.display(), access.kind.word());
-        println!("  why: {}", access.why);
+        outln!("{}: {}", target.display(), access.kind.word());
+        outln!("  why: {}", access.why);
     }
     ExitCode::SUCCESS
 }

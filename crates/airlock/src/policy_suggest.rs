@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use airlock_policy::suggest::{self, Seen};
 use airlock_policy::{CompiledPolicy, Policy};
 
+use crate::out::out;
 use airlock_session::sources::read_policy_source;
 
 /// The most malformed lines reported before the rest are only counted.
@@ -33,7 +34,7 @@ pub fn run(bases: &[String], audits: &[String]) -> ExitCode {
     for (host, why) in &suggestion.skipped {
         eprintln!("airlock: not suggested: {host}: {why}");
     }
-    print!("{}", suggestion.render());
+    out!("{}", suggestion.render());
     ExitCode::SUCCESS
 }
 

@@ -46,8 +46,9 @@ pub struct ProxyArgs {
     /// The CA's private key (with --ca-cert).
     #[arg(long, value_name = "F", requires = "ca_cert")]
     pub ca_key: Option<PathBuf>,
-    /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
-    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    /// Pin the upstream address of HOST (exempt from the private-address guard); curl's
+    /// HOST:PORT:ADDR pins it on that port only. Repeatable.
+    #[arg(long = "resolve", value_name = "HOST[:PORT]:ADDR")]
     pub resolve: Vec<String>,
     /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
     #[arg(long = "upstream-ca", value_name = "F")]

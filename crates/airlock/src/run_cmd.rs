@@ -29,9 +29,11 @@
 //! system (the rest of the tree stays visible, read-write as the user).
 //!
 //! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
-//! executed / is not found; 125 for any failure of airlock itself. While the command runs
-//! `SIGINT` is ignored here (the terminal delivers it to the command directly) and
-//! `SIGTERM`/`SIGHUP` are forwarded to it. When it ends, the proxy and DNS stop, the audit
+//! executed / is not found; 125 for any failure of airlock itself. In namespace mode the
+//! command has a session of its own and, when airlock runs on a terminal, a pseudo-terminal
+//! relayed here ([`airlock_jail::Terminal`]: raw mode, window size changes passed on);
+//! `SIGINT`, `SIGTERM` and `SIGHUP` that reach airlock are forwarded to it. In env mode the
+//! terminal delivers `SIGINT` to the command directly and airlock ignores it. When it ends, the proxy and DNS stop, the audit
 //! log is flushed, and if anything was refused one summary line goes to stderr.
 //!
 //! `airlock mcp` runs the same session with a [`Relay`]: the command's standard input and
@@ -70,8 +72,9 @@ pub enum JailMode {
 /// `sandbox create`).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct UpstreamArgs {
-    /// Pin the upstream address of HOST (exempt from the private-address guard). Repeatable.
-    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    /// Pin the upstream address of HOST (exempt from the private-address guard); curl's
+    /// HOST:PORT:ADDR pins it on that port only. Repeatable.
+    #[arg(long = "resolve", value_name = "HOST[:PORT]:ADDR")]
     pub resolve: Vec<String>,
     /// A PEM CA that upstream servers may be signed by, besides the system roots. Repeatable.
     #[arg(long = "upstream-ca", value_name = "F")]
@@ -325,7 +328,7 @@ async fn run_env(
                     let _ = nix::sys::signal::kill(pid, signal);
                 }
             };
-            let waited = signals.forward_until(child.wait(), forward).await;
+            let waited = signals.forward_until(child.wait(), false, forward).await;
             waited.map(exit_status_of).map_err(RunError::Wait)
         }
     };
@@ -382,14 +385,23 @@ async fn run_namespace(
         bind_files: airlock_session::env::bundle_binds(&session.bundle),
         filesystem: Some(fs.confinement),
         stdio: None,
+        terminal: None,
     };
+    // An interactive run gets a terminal of its own, relayed here; `airlock mcp` relays
+    // the command's standard streams instead.
+    let terminal = if relaying.is_none() {
+        airlock_jail::Terminal::open().map_err(|e| RunError::Confine(format!("terminal: {e}")))?
+    } else {
+        None
+    };
+    spec.terminal = terminal.as_ref().map(airlock_jail::Terminal::for_jail);
     let relay_task = Relaying::attach(relaying, &mut spec);
     // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
         Ok(Ok(jail)) => jail,
         // Every failure to build the jail is airlock's own (125), whatever its kind.
-        Ok(Err(e)) => return Err(RunError::Confine(e.to_string())),
+        Ok(Err(e)) => return Err(RunError::JailSetup(e)),
         Err(e) => return Err(RunError::Launcher(e)),
     };
 
@@ -414,6 +426,16 @@ async fn run_namespace(
             return Err(RunError::Signals(e));
         }
     };
+    let terminal = match terminal.map(airlock_jail::Terminal::relay).transpose() {
+        Ok(terminal) => terminal,
+        Err(e) => {
+            let _ = jail.kill();
+            return Err(RunError::Confine(format!("terminal: {e}")));
+        }
+    };
+    let resizing = terminal
+        .as_ref()
+        .map(|relay| resize_on_winch(relay.resizer()));
     let signaller = jail.signaller();
     let report = airlock_session::serve::Confinement {
         audit: session.audit.clone(),
@@ -428,15 +450,38 @@ async fn run_namespace(
     let forward = move |signal: i32| {
         let _ = signaller.signal(signal);
     };
-    let status = match signals.forward_until(running, forward).await {
+    // The command has a session of its own: Ctrl-C at airlock's terminal (without a
+    // relayed terminal) reaches only airlock, which passes it on.
+    let status = match signals.forward_until(running, true, forward).await {
         Ok(Ok(exit)) => Ok(exit.shell_status()),
-        Ok(Err(e)) => Err(RunError::Jail(e)),
+        Ok(Err(e)) => Err(RunError::jail(e, &args.command)),
         Err(e) => Err(RunError::Jailed(e)),
     };
+    if let Some(resizing) = resizing {
+        resizing.abort();
+    }
+    if let Some(relay) = terminal {
+        let _ = tokio::task::spawn_blocking(move || relay.finish(Duration::from_secs(2))).await;
+    }
     Relaying::finish(relay_task).await;
     let _ = stop.send(true);
     served.finish().await;
-    status
+    // The jail is gone: quarantine what the command created that host tools would run.
+    airlock_session::quarantine::finish(&fs.end_check, &session.audit, status)
+}
+
+/// Passes the user's window size on to the command's terminal at every `SIGWINCH`.
+#[cfg(target_os = "linux")]
+fn resize_on_winch(relay: airlock_jail::Resizer) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut changes) = signal(SignalKind::window_change()) else {
+            return;
+        };
+        while changes.recv().await.is_some() {
+            relay.resize();
+        }
+    })
 }
 
 /// Without Linux namespaces, `--jail namespace` cannot run.

@@ -315,6 +315,7 @@ async fn serve_local(
         bind_files,
         filesystem: Some(fs.confinement),
         stdio: None,
+        terminal: None,
     };
     let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
         .await

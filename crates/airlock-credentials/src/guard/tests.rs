@@ -229,3 +229,191 @@ proptest! {
         prop_assert_eq!(guard.check_message(&scope, text.as_bytes()).is_err(), !airlock_dlp::find_all(text.as_bytes()).is_empty());
     }
 }
+
+/// A refusal of the real value (`secret_out_of_scope`, `"form":"real"`).
+fn is_real(result: Result<Vec<&'static str>, Finding>) -> bool {
+    result.is_err_and(|f| f.reason == Reason::SecretOutOfScope && f.form == Form::Real)
+}
+
+#[test]
+fn a_header_name_carrying_the_value_is_found_lower_cased() {
+    let guard = guard();
+    let mut headers = HeaderMap::new();
+    // The `http` crate (and HTTP/2) lower-case names: the value arrives lower-cased.
+    let name = http::HeaderName::from_bytes(REAL.as_bytes()).unwrap();
+    assert_eq!(name.as_str(), REAL.to_ascii_lowercase());
+    headers.insert(name, HeaderValue::from_static("1"));
+    assert!(is_real(guard.check_head(
+        &scope(ValueScope::Foreign),
+        b"/",
+        &headers
+    )));
+    assert!(
+        guard
+            .check_head(&scope(ValueScope::Home), b"/", &headers)
+            .is_ok()
+    );
+}
+
+#[test]
+fn base64_wrapped_or_spaced_is_found_whole_and_streamed() {
+    let guard = guard();
+    let foreign = scope(ValueScope::Foreign);
+    let encoded = STANDARD.encode(format!("some text before {REAL} and after"));
+    let wrap = |width: usize, separator: &str| {
+        encoded
+            .as_bytes()
+            .chunks(width)
+            .map(|line| std::str::from_utf8(line).unwrap())
+            .collect::<Vec<_>>()
+            .join(separator)
+    };
+    for wrapped in [
+        wrap(76, "\r\n"),
+        wrap(64, "\n"),
+        wrap(4, " "),
+        wrap(1, " "),
+        wrap(76, "\\n"),
+    ] {
+        let body = format!("{{\"attachment\":\"{wrapped}\"}}");
+        assert!(
+            is_real(guard.check_message(&foreign, body.as_bytes())),
+            "{wrapped}"
+        );
+        for size in [1, 3, 50, 4096] {
+            assert!(
+                streamed(&guard, &foreign, body.as_bytes(), size).is_err(),
+                "{size}: {wrapped}"
+            );
+        }
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert("x-blob", HeaderValue::from_str(&wrap(10, " ")).unwrap());
+    assert!(is_real(guard.check_head(&foreign, b"/", &headers)));
+    // Home, the wrapped value passes; ordinary text with spaces passes anywhere.
+    assert!(
+        guard
+            .check_message(&scope(ValueScope::Home), wrap(76, "\r\n").as_bytes())
+            .is_ok()
+    );
+    let prose = b"The quick brown fox jumps over the lazy dog.\r\nAgain and again.\\n";
+    assert_eq!(streamed(&guard, &foreign, prose, 7).unwrap(), prose);
+}
+
+#[test]
+fn a_value_split_over_header_lines_is_found() {
+    let guard = guard();
+    let foreign = scope(ValueScope::Foreign);
+    let (first, second) = REAL.split_at(17);
+    for (a, b) in [("x-a", "x-a"), ("x-a", "x-b")] {
+        let mut headers = HeaderMap::new();
+        headers.append(a, HeaderValue::from_static("nothing"));
+        headers.append(a, HeaderValue::from_str(first).unwrap());
+        headers.append(b, HeaderValue::from_str(second).unwrap());
+        assert!(
+            is_real(guard.check_head(&foreign, b"/", &headers)),
+            "{a} {b}"
+        );
+    }
+    // Joined as a server joins them: a value with `, ` in it.
+    let real = "p4ss, w0rd-and-more-of-it";
+    let guard = OutboundGuard::new(&[("PW", real, "q5tt, x1se-bnd-nore-pf-ju")], &[]).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.append("x-a", HeaderValue::from_static("p4ss"));
+    headers.append("x-a", HeaderValue::from_static("w0rd-and-more-of-it"));
+    assert!(is_real(guard.check_head(&foreign, b"/", &headers)));
+}
+
+#[test]
+fn trailers_are_searched_like_headers() {
+    let guard = guard();
+    let mut stream = guard.stream(scope(ValueScope::Foreign));
+    let released = stream.push(Bytes::from_static(b"a clean body")).unwrap();
+    assert!(released.first.len() + released.second.len() <= 12);
+    let mut trailers = HeaderMap::new();
+    trailers.insert("x-checksum", HeaderValue::from_static("abc"));
+    assert!(stream.check_trailers(&trailers).is_ok());
+    trailers.insert("x-leak", HeaderValue::from_str(REAL).unwrap());
+    let refused = stream.check_trailers(&trailers).unwrap_err();
+    assert_eq!(refused.reason, Reason::SecretOutOfScope);
+    let mut trailers = HeaderMap::new();
+    let token = format!("token {}", github_token());
+    trailers.insert("x-other", HeaderValue::from_str(&token).unwrap());
+    let refused = stream.check_trailers(&trailers).unwrap_err();
+    assert_eq!(refused.reason, Reason::CredentialOutbound);
+}
+
+#[test]
+fn a_host_name_carrying_a_value_is_refused_whatever_its_case() {
+    let guard = guard();
+    let lower = format!("{}.example.test", REAL.to_ascii_lowercase());
+    for name in [lower.clone(), format!("{REAL}.example.test")] {
+        let refused = guard
+            .check_authority(DlpMode::Refuse, name.as_bytes())
+            .unwrap_err();
+        assert_eq!(
+            (refused.reason, refused.form),
+            (Reason::SecretOutOfScope, Form::Real)
+        );
+        // Off concerns formats only.
+        assert!(
+            guard
+                .check_authority(DlpMode::Off, name.as_bytes())
+                .is_err()
+        );
+    }
+    let token = format!("{}.example.test", github_token());
+    let refused = guard
+        .check_authority(DlpMode::Refuse, token.as_bytes())
+        .unwrap_err();
+    assert_eq!(refused.reason, Reason::CredentialOutbound);
+    assert!(
+        guard
+            .check_authority(DlpMode::Log, token.as_bytes())
+            .is_ok()
+    );
+    for clean in ["api.github.com", "ghp.example.test", "localhost:8443"] {
+        assert!(
+            guard
+                .check_authority(DlpMode::Refuse, clean.as_bytes())
+                .is_ok()
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn base64_with_white_space_anywhere_is_refused_in_any_chunking(
+        breaks in prop::collection::vec((0usize..80, 0usize..5), 0..12),
+        before in "[a-z ]{0,40}",
+        size in 1usize..200,
+    ) {
+        let guard = guard();
+        let scope = scope(ValueScope::Foreign);
+        let mut encoded = STANDARD.encode(format!("{before}{REAL}")).into_bytes();
+        let spaces: [&[u8]; 5] = [b" ", b"\r\n", b"\n", b"\t", b"\\n"];
+        let mut at: Vec<(usize, usize)> = breaks;
+        at.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+        for (position, kind) in at {
+            let position = position.min(encoded.len());
+            encoded.splice(position..position, spaces[kind].iter().copied());
+        }
+        let body = [b"{\"file\":\"".as_slice(), &encoded, b"\"}"].concat();
+        prop_assert!(guard.check_message(&scope, &body).is_err());
+        prop_assert!(streamed(&guard, &scope, &body, size).is_err());
+    }
+}
+
+#[test]
+fn joined_header_lines_make_no_format_token_of_a_surrogate() {
+    let real = format!("sk-ant-api03-{}", "R3al".repeat(10));
+    let surrogate = format!("sk-ant-api03-{}", "Surr".repeat(10));
+    let guard = OutboundGuard::new(&[("ANTHROPIC", &real, &surrogate)], &[]).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert("x-api-key", HeaderValue::from_str(&surrogate).unwrap());
+    headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+    assert_eq!(
+        guard.check_head(&scope(ValueScope::Foreign), b"/v1/messages", &headers),
+        Ok(Vec::new())
+    );
+}

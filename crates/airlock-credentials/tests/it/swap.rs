@@ -506,3 +506,44 @@ fn foreign_credentials_in_cookies_query_and_other_headers_are_refused() {
     let mut map = headers(&[("cookie", "user_session=mine".to_owned())]);
     assert!(lenient.prepare_request(&["GH_TOKEN"], &mut map).is_ok());
 }
+
+#[test]
+fn the_real_value_on_its_own_host_is_no_foreign_credential() {
+    // docs/secrets.md: to the secret's own hosts the real value passes as it is.
+    let credentials = credentials();
+    let basic = format!("Basic {}", STANDARD.encode(format!("x:{GH_REAL}")));
+    for (name, value) in [
+        ("authorization", format!("token {GH_REAL}")),
+        ("authorization", basic),
+        ("x-api-key", GH_REAL.to_owned()),
+        ("cookie", format!("user_session={GH_REAL}")),
+    ] {
+        let mut map = headers(&[(name, value.clone())]);
+        assert_eq!(
+            credentials.prepare_request(&["GH_TOKEN"], &mut map),
+            Ok(Vec::new()),
+            "{name}"
+        );
+        assert_eq!(values(&map, name), vec![value], "untouched");
+    }
+    let query = format!("/x?access_token={GH_REAL}");
+    assert_eq!(
+        credentials.check_foreign_query(&["GH_TOKEN"], &query),
+        Ok(())
+    );
+    // Another token of the same format on that host is still someone else's.
+    let mut map = headers(&[(
+        "authorization",
+        "token ghp_AttackerOwnedTokenAttackerOwned12".to_owned(),
+    )]);
+    assert_eq!(
+        credentials.prepare_request(&["GH_TOKEN"], &mut map),
+        Err(Reason::ForeignCredential)
+    );
+    // Another secret's real value is no pass on this host: it is foreign here.
+    let mut map = headers(&[("authorization", format!("Bearer {NPM_REAL}"))]);
+    assert_eq!(
+        credentials.prepare_request(&["GH_TOKEN"], &mut map),
+        Err(Reason::ForeignCredential)
+    );
+}

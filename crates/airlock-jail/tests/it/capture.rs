@@ -5,7 +5,8 @@
 //! namespace can be captured again once the first listeners are closed.
 //!
 //! Needs root (entering and configuring a namespace airlock did not create)
-//! and `ip`; without them the tests say why and return.
+//! and `ip`; without them the tests say why and return (and fail under
+//! `AIRLOCK_TEST_REQUIRE`, as in CI).
 
 #![cfg(target_os = "linux")]
 
@@ -27,7 +28,7 @@ impl ThrowawayNamespace {
     fn create(purpose: &str) -> Option<ThrowawayNamespace> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: capturing a network namespace needs root");
+            crate::support::skip_or_fail("capturing a network namespace needs root: run as root");
             return None;
         }
         let name = format!("airlock-capture-{purpose}-{}", std::process::id());
@@ -44,7 +45,9 @@ impl ThrowawayNamespace {
         match created {
             Ok(()) => Some(ThrowawayNamespace { name }),
             Err(why) => {
-                eprintln!("SKIPPED: `ip netns add` failed here: {why}");
+                crate::support::skip_or_fail(&format!(
+                    "`ip netns add` failed here (needs root and iproute2): {why}"
+                ));
                 None
             }
         }

@@ -4,7 +4,8 @@
 //!
 //! Every address used lives inside the jail's own network namespace, where
 //! all addresses are local: nothing leaves the machine. A test skips (and
-//! says why) only when the kernel refuses unprivileged namespaces.
+//! says why) only when the kernel refuses unprivileged namespaces, and fails
+//! then under `AIRLOCK_TEST_REQUIRE` (as in CI).
 
 #![cfg(target_os = "linux")]
 
@@ -29,8 +30,14 @@ fn spec(argv: &[&str]) -> JailSpec {
         bind_files: Vec::new(),
         filesystem: None,
         stdio: None,
+        terminal: None,
     }
 }
+
+/// What a test that cannot build a jail here says (a failure under
+/// `AIRLOCK_TEST_REQUIRE`: [`crate::support::skip_or_fail`]).
+const NAMESPACES_REFUSED: &str = "the kernel refuses unprivileged namespaces here (allow them: \
+     `sysctl kernel.unprivileged_userns_clone=1`, `user.max_user_namespaces` > 0)";
 
 /// Spawns the jail, or returns `None` (after saying why) when the kernel
 /// refuses namespaces.
@@ -38,7 +45,7 @@ fn spawn_or_skip(spec: JailSpec) -> Option<RunningJail> {
     match Jail::spawn(spec) {
         Ok(jail) => Some(jail),
         Err(JailError::NamespacesUnavailable { why }) => {
-            eprintln!("SKIPPED: the kernel refuses unprivileged namespaces here: {why}");
+            crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
             None
         }
         Err(error) => panic!("spawning the jail failed: {error}"),
@@ -153,7 +160,7 @@ fn setup_failure_names_the_step_and_never_runs_the_command() {
     jail_spec.hide_paths = vec![directory.path().join("does-not-exist")];
     match Jail::spawn(jail_spec) {
         Err(JailError::NamespacesUnavailable { why }) => {
-            eprintln!("SKIPPED: the kernel refuses unprivileged namespaces here: {why}");
+            crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
         }
         Err(error) => {
             assert!(
@@ -219,7 +226,7 @@ fn handed_listeners_catch_traffic_to_any_address() {
     let ipv6 = match &probe {
         Ok(jail) => jail.listeners.iter().any(|l| l.addr.is_ipv6()),
         Err(JailError::NamespacesUnavailable { why }) => {
-            eprintln!("SKIPPED: the kernel refuses unprivileged namespaces here: {why}");
+            crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
             return;
         }
         Err(error) => panic!("spawning the jail failed: {error}"),
@@ -362,7 +369,7 @@ fn jail_dies_with_its_parent() {
         let _ = helper.kill();
         let _ = helper.wait();
         assert!(matches!(reported, Ok(None)), "the helper reported no jail");
-        eprintln!("SKIPPED: the kernel refuses unprivileged namespaces here");
+        crate::support::skip_or_fail(NAMESPACES_REFUSED);
         return;
     };
     let jail_process = std::path::PathBuf::from(format!("/proc/{jail_pid}"));
@@ -498,7 +505,7 @@ fn refused_namespaces_are_reported_with_advice() {
     let mut helper = match command.spawn() {
         Ok(helper) => helper,
         Err(error) if matches!(error.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => {
-            eprintln!("SKIPPED: the kernel refuses unprivileged namespaces here: {error}");
+            crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {error}"));
             return;
         }
         Err(error) => panic!("starting the helper: {error}"),

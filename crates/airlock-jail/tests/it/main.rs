@@ -6,4 +6,5 @@
 
 mod capture;
 mod jail;
+mod session;
 mod support;

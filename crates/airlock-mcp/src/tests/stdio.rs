@@ -199,6 +199,26 @@ fn the_servers_tools_list_is_filtered_and_other_lines_relayed() {
 }
 
 #[test]
+fn a_refused_server_line_answers_only_its_responses_to_the_client() {
+    let rule = fs_rule();
+    // A server request (it has a method) is not answered to the client; a response is.
+    let request =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"roots/list\",\"params\":{\"s\":\"\u{2028}\"}}";
+    assert!(matches!(
+        server_line(request.as_bytes(), &rule),
+        ServerDecision::Refuse(Uninspectable::LineBreak(0x2028))
+    ));
+    // A response hidden after a `\r` gets its error too.
+    let hidden = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"x\":\r\
+                  {\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"tools\":[{\"name\":\"exec\"}]}}\r}}";
+    let ServerDecision::Answer { answer, .. } = server_line(hidden.as_bytes(), &rule) else {
+        panic!("not answered");
+    };
+    assert!(answer.contains(r#""id":4,"error""#), "{answer}");
+    assert!(!answer.contains("exec"), "{answer}");
+}
+
+#[test]
 fn a_server_line_that_is_not_json_is_dropped() {
     let rule = fs_rule();
     assert!(matches!(
@@ -209,4 +229,122 @@ fn a_server_line_that_is_not_json_is_dropped() {
         server_line(br#"{"id":1,"id":2}"#, &rule),
         ServerDecision::Refuse(Uninspectable::DuplicateKey(_))
     ));
+}
+
+/// A line a peer splitting at `brk` reads as a notification, then a denied call with id 9.
+fn smuggled(brk: char) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"x":{brk}{}{brk}}}}}"#,
+        call(9, "exec", r#"{"cmd":"id"}"#)
+    )
+}
+
+#[test]
+fn a_line_with_a_raw_line_break_is_refused_and_its_hidden_requests_answered() {
+    let rule = fs_rule();
+    for brk in crate::stdio::LINE_BREAKS {
+        let text = smuggled(brk);
+        let decision = client_line(text.as_bytes(), &rule);
+        assert_eq!(decision.forward, None, "{text:?}");
+        assert_eq!(
+            decision.refused,
+            Some(Uninspectable::LineBreak(u32::from(brk))),
+            "{text:?}"
+        );
+        assert!(decision.calls.is_empty(), "{text:?}");
+        let answer = decision.answer.expect("the hidden call is answered");
+        assert!(answer.contains(r#""id":9,"error""#), "{answer}");
+        assert!(answer.contains("-32600"), "{answer}");
+        assert!(matches!(
+            server_line(text.as_bytes(), &rule),
+            ServerDecision::Refuse(Uninspectable::LineBreak(_))
+        ));
+    }
+}
+
+#[test]
+fn u2028_and_u2029_are_refused_even_inside_a_json_string() {
+    let rule = fs_rule();
+    for brk in ['\u{2028}', '\u{2029}', '\u{85}'] {
+        let text =
+            format!(r#"{{"jsonrpc":"2.0","id":5,"method":"ping","params":{{"s":"a{brk}b"}}}}"#);
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&text).is_ok(),
+            "valid JSON"
+        );
+        let decision = client_line(text.as_bytes(), &rule);
+        assert_eq!(decision.forward, None, "{text:?}");
+        let answer = decision.answer.expect("answered");
+        assert!(answer.contains(r#""id":5,"error""#), "{answer}");
+        // From the server: dropped, and the client gets an error in place of the result.
+        let result = format!(r#"{{"jsonrpc":"2.0","id":5,"result":{{"s":"a{brk}b"}}}}"#);
+        let ServerDecision::Answer { problem, answer } = server_line(result.as_bytes(), &rule)
+        else {
+            panic!("not refused with an answer: {result:?}");
+        };
+        assert_eq!(problem, Uninspectable::LineBreak(u32::from(brk)));
+        assert!(answer.contains(r#""id":5,"error""#), "{answer}");
+        assert!(answer.contains("response refused by airlock"), "{answer}");
+    }
+    // Escaped, the same characters are ordinary JSON and pass.
+    let escaped = r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{"s":"a\u2028\r\nb"}}"#;
+    let decision = client_line(escaped.as_bytes(), &rule);
+    assert_eq!(decision.forward.as_deref(), Some(escaped));
+}
+
+#[test]
+fn a_crlf_line_end_is_accepted_and_removed_but_no_other_cr() {
+    let rule = fs_rule();
+    let text = call(1, "read_file", r#"{"path":"/workspace/a"}"#);
+    let decision = client_line(format!("{text}\r").as_bytes(), &rule);
+    assert_eq!(decision.forward.as_deref(), Some(text.as_str()));
+    let result = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    assert_eq!(
+        server_line(format!("{result}\r").as_bytes(), &rule),
+        ServerDecision::Relay(result.to_owned())
+    );
+    for bad in [
+        format!("{text}\r\r"),
+        format!("{text}\r "),
+        format!("\r{text}"),
+    ] {
+        let decision = client_line(bad.as_bytes(), &rule);
+        assert_eq!(decision.forward, None, "{bad:?}");
+        assert_eq!(
+            decision.refused,
+            Some(Uninspectable::LineBreak(0x0d)),
+            "{bad:?}"
+        );
+        assert!(decision.answer.unwrap().contains(r#""id":1,"#));
+        assert!(matches!(
+            server_line(bad.replace(&text, result).as_bytes(), &rule),
+            ServerDecision::Answer {
+                problem: Uninspectable::LineBreak(0x0d),
+                ..
+            }
+        ));
+    }
+}
+
+proptest::proptest! {
+    /// Wherever a line break character is put into an allowed line (except one `\r` at
+    /// its very end), the line is neither forwarded nor relayed.
+    #[test]
+    fn a_raw_line_break_anywhere_is_never_passed_on(
+        at in 0usize..200,
+        which in 0usize..crate::stdio::LINE_BREAKS.len(),
+    ) {
+        let rule = fs_rule();
+        let brk = crate::stdio::LINE_BREAKS[which];
+        let text = call(3, "read_file", r#"{"path":"/workspace/été"}"#);
+        let at = at % text.len();
+        proptest::prop_assume!(text.is_char_boundary(at));
+        let mut line = text.clone();
+        line.insert(at, brk);
+        proptest::prop_assert_eq!(client_line(line.as_bytes(), &rule).forward, None);
+        proptest::prop_assert!(!matches!(
+            server_line(line.as_bytes(), &rule),
+            ServerDecision::Relay(_)
+        ));
+    }
 }

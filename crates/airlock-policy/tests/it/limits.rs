@@ -12,7 +12,7 @@ fn defaults_apply_when_absent_and_values_load() {
     assert_eq!(limits.idle_timeout(), Duration::from_secs(90));
     assert_eq!(limits.buffer_memory(), 256 << 20);
     assert_eq!(limits.connections_per_client(), 512);
-    assert_eq!(limits.connections(), 1024);
+    assert_eq!(limits.connections(), 2048);
     let limits = load(
         "version: 1\nlimits:\n  body_timeout: 5s\n  idle_timeout: 2m\n  buffer_memory: 64MiB\n  connections_per_client: 8\n  connections: 20000\n",
     )
@@ -47,6 +47,18 @@ fn bad_values_are_located() {
     let (line, _, message) = error("version: 1\nlimits:\n  connections: many\n");
     assert_eq!(line, 3);
     assert!(message.contains("limits.connections"), "{message}");
+    let (line, column, message) =
+        error("version: 1\nlimits:\n  connections: 12\n  connections_per_client: 6\n");
+    assert_eq!((line, column), (4, 27), "{message}");
+    assert!(
+        message.contains("limits.connections_per_client 6 is more than a quarter")
+            && message.contains("at most 3")
+            && message.contains("at least 24"),
+        "{message}"
+    );
+    let (line, _, message) = error("version: 1\nlimits:\n  connections_per_client: 600\n");
+    assert_eq!(line, 3);
+    assert!(message.contains("limits.connections (2048)"), "{message}");
     let (line, _, message) = error("version: 1\nlimits:\n  idle_timeot: 1s\n");
     assert_eq!(line, 3);
     assert!(message.contains("idle_timeout"), "{message}");

@@ -1,10 +1,13 @@
 //! The first two steps of the request path: *screen* (the audit log works, a `CONNECT`
 //! goes to its own handler, a head with both framings is malformed) and *identify* (the
 //! destination from the connection's origin, the request target and `Host`, and the one
-//! [`CanonicalRequest`] every later step decides on).
+//! [`CanonicalRequest`] every later step decides on). The names the request gives for its
+//! host (`Host`, `:authority`, an absolute URI's authority) are searched by the outbound
+//! guard first, before they are compared, decided or resolved ([`name_guard::guard_name`]).
 
 use std::sync::Arc;
 
+use airlock_credentials::Finding;
 use airlock_policy::{CanonicalRequest, Decision, Reason};
 use http::uri::PathAndQuery;
 use http::{Method, Request, header};
@@ -15,6 +18,7 @@ use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
 use crate::malformed::malformed;
+use crate::name_guard;
 use crate::refusal;
 
 /// What *identify* found out about a request.
@@ -69,6 +73,20 @@ pub(super) fn identify(
     context: &ConnContext,
     request: Request<Incoming>,
 ) -> Result<(Request<Incoming>, Identified), Answered> {
+    if let Err(finding) = guard_names(context, &request) {
+        let port = mismatched(&context.origin, &request, String::new()).port;
+        let path = airlock_dlp::redact(request.uri().path()).into_owned();
+        let redacted = context
+            .shared
+            .credentials
+            .load()
+            .redactor()
+            .redact(&path)
+            .into_owned();
+        let method = request.method().as_str().to_owned();
+        let response = name_guard::refuse_named(context, &finding, &method, port, Some(&redacted));
+        return Err(answer::after_draining(request.into_body(), response));
+    }
     let found = identity::destination(&context.origin, request.uri(), request.headers());
     let destination = match found {
         Ok(destination) => destination,
@@ -99,6 +117,18 @@ pub(super) fn identify(
         path_and_query,
     };
     Ok((request, identified))
+}
+
+/// The outbound guard on the names of the request's host, as the client wrote them: the
+/// URI's authority (`:authority` over HTTP/2, an absolute URI's) and every `Host` value.
+fn guard_names<B>(context: &ConnContext, request: &Request<B>) -> Result<(), Finding> {
+    if let Some(authority) = request.uri().authority() {
+        name_guard::guard_name(context, authority.as_str().as_bytes())?;
+    }
+    for host in request.headers().get_all(header::HOST) {
+        name_guard::guard_name(context, host.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// The request whose `Host` names `host`, not the tunnel's destination, as refused.

@@ -142,7 +142,8 @@ pub(super) fn assemble(
         return Err(answer::refuse_line(context, decision, line));
     };
     let (upload, body_report) = if inspected {
-        let (upload, report) = upload.inspecting(decoder, guard, plan.body_swap);
+        let decoding = (decoder, &context.shared.budget);
+        let (upload, report) = upload.inspecting(decoding, guard, plan.body_swap);
         (upload, Some(report))
     } else {
         (upload, None)

@@ -44,7 +44,8 @@ impl Drop for Namespaces {
     }
 }
 
-/// Whether this test can build namespaces and nat rules; prints why not when it cannot.
+/// Whether this test can build namespaces and nat rules; prints why not when it cannot
+/// (a failure under `AIRLOCK_TEST_REQUIRE`: [`crate::support::skip_or_fail`]).
 fn namespaces_and_nat_available(test: &str) -> bool {
     let probe = format!("alk{}-{}", std::process::id() % 100_000, test.len());
     let script = format!(
@@ -54,18 +55,12 @@ fn namespaces_and_nat_available(test: &str) -> bool {
     let output = Command::new("sh").args(["-c", &script]).output();
     match output {
         Ok(output) if output.status.success() => true,
-        Ok(output) => {
-            eprintln!(
-                "skipping {test}: cannot create a network namespace with a nat table \
-                 (needs root, iproute2 and iptables): {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("skipping {test}: cannot run sh: {e}");
-            false
-        }
+        Ok(output) => crate::support::skip_or_fail(&format!(
+            "{test}: cannot create a network namespace with a nat table \
+             (run as root with iproute2 and iptables installed): {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+        Err(e) => crate::support::skip_or_fail(&format!("{test}: cannot run sh: {e}")),
     }
 }
 

@@ -4,12 +4,16 @@
 
 mod ask_mode;
 mod ca_cli;
+mod cli_doctor;
+mod cli_hygiene;
 mod gateway_namespaces;
+mod mcp_sdk;
 mod mcp_stdio;
 mod proxy_addresses;
 mod proxy_admin;
 mod proxy_allow;
 mod proxy_audit;
+mod proxy_audit_disk;
 mod proxy_git;
 mod proxy_git_auth;
 mod proxy_harness;
@@ -36,6 +40,7 @@ mod run_filesystem;
 mod run_network;
 mod run_outbound_guard;
 mod run_provider_sdks;
+mod run_repository;
 mod run_tty;
 mod sandbox_docker;
 mod sandbox_library;

@@ -5,6 +5,7 @@
 //! sides), audit lines with `"server"`, the server's network going through the policy,
 //! and exit statuses.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
@@ -34,7 +35,7 @@ fn fixture() -> PathBuf {
 }
 
 /// A running `airlock mcp` with its pipes.
-struct Mcp {
+pub(crate) struct Mcp {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
@@ -45,24 +46,30 @@ struct Mcp {
 impl Mcp {
     /// `airlock mcp --policy P --log L EXTRA... -- python3 FIXTURE LOG [EXIT]`.
     fn start(extra: &[String], exit_code: Option<&str>) -> Mcp {
+        let mut server: Vec<OsString> =
+            vec!["python3".into(), fixture().into(), "received.jsonl".into()];
+        server.extend(exit_code.map(OsString::from));
+        Mcp::spawn(POLICY, "fs", extra, &server)
+    }
+
+    /// `airlock mcp --policy P --log L EXTRA... --name NAME -- SERVER...` in a fresh
+    /// home, run from its scratch directory, with `policy` as P.
+    pub(crate) fn spawn(policy: &str, name: &str, extra: &[String], server: &[OsString]) -> Mcp {
         let home = RunHome::new();
-        let policy = home.scratch().join("policy.yaml");
-        std::fs::write(&policy, POLICY).expect("policy");
+        let policy_path = home.scratch().join("policy.yaml");
+        std::fs::write(&policy_path, policy).expect("policy");
         let mut command = home.command();
         command
             .arg("mcp")
             .arg("--policy")
-            .arg(&policy)
+            .arg(&policy_path)
             .arg("--log")
             .arg(home.log_path())
             .args(extra)
             .arg("--name")
-            .arg("fs")
+            .arg(name)
             .arg("--")
-            .arg("python3")
-            .arg(fixture())
-            .arg("received.jsonl")
-            .args(exit_code)
+            .args(server)
             .env("AIRLOCK_HOME", home.airlock_home())
             .current_dir(home.scratch())
             .stdin(Stdio::piped())
@@ -81,7 +88,8 @@ impl Mcp {
         }
     }
 
-    fn send(&mut self, line: &str) {
+    /// Writes `line` and a newline to airlock's standard input.
+    pub(crate) fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(line.as_bytes()).expect("write");
         stdin.write_all(b"\n").expect("write");
@@ -89,7 +97,7 @@ impl Mcp {
     }
 
     /// The next line airlock writes, as JSON.
-    fn next(&self) -> Value {
+    pub(crate) fn next(&self) -> Value {
         let line = self
             .lines
             .recv_timeout(ANSWER_TIMEOUT)
@@ -97,12 +105,14 @@ impl Mcp {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
     }
 
-    fn request(&mut self, message: Value) -> Value {
+    /// Sends `message` and returns the next line airlock writes.
+    pub(crate) fn request(&mut self, message: Value) -> Value {
         self.send(&message.to_string());
         self.next()
     }
 
-    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+    /// A `tools/call` of `tool` and its answer.
+    pub(crate) fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
         self.request(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}))
     }
@@ -123,7 +133,7 @@ impl Mcp {
     }
 
     /// Closes airlock's stdin and returns its exit code.
-    fn finish(mut self) -> (i32, RunHome) {
+    pub(crate) fn finish(mut self) -> (i32, RunHome) {
         drop(self.stdin.take());
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -173,7 +183,8 @@ fn tools_called(received: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn mcp_lines(home: &RunHome) -> Vec<Value> {
+/// The `kind: mcp` audit lines of a finished run.
+pub(crate) fn mcp_lines(home: &RunHome) -> Vec<Value> {
     home.audit_lines()
         .into_iter()
         .filter(|l| l["kind"] == "mcp")

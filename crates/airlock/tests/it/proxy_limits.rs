@@ -2,12 +2,15 @@
 //! small `limits:` in its policy, driven by hand-written clients over loopback. A slow head
 //! is closed and a slow inspected body answered 408 within `body_timeout`; a flood of
 //! large inspected bodies against a 2 MiB `buffer_memory` gets 503 `overloaded` while the
-//! proxy's peak memory stays bounded and it keeps serving; idle HTTP/1.1 and HTTP/2
-//! connections close after `idle_timeout`; connections over `connections_per_client` are
-//! refused; a bad value fails `airlock policy check` with file:line:col. Every loop is
+//! proxy's peak memory stays bounded and it keeps serving; so does a flood of compressed
+//! uploads (their decoded bytes count against the budget) to an upstream that reads
+//! nothing; idle HTTP/1.1 and HTTP/2 connections close after `idle_timeout`; connections
+//! over `connections_per_client` are refused, and a few addresses at their cap leave room
+//! for others; a bad value fails `airlock policy check` with file:line:col. Every loop is
 //! bounded in count and time.
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support;
@@ -340,20 +343,92 @@ fn connections_over_the_client_cap_are_refused() {
     assert_eq!(line["kind"], "tcp", "{line}");
 }
 
-/// `limits.connections` caps all clients together: with three addresses under their own
-/// cap, the fifth connection in all is closed at accept and audited with its address.
+/// `limits.connections` caps all clients together: with four addresses each at their
+/// own cap (a quarter of four: one), the fifth connection in all is closed at accept and
+/// audited with its address.
 #[test]
 fn connections_over_the_total_cap_are_refused_and_audited() {
     let pki = TestPki::new();
-    let proxy = start(&pki, 9, "{connections: 4, connections_per_client: 3}");
-    let sources = ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"];
-    refused_at_accept_then_served(proxy.port(), &sources, "127.0.0.3");
+    let proxy = start(&pki, 9, "{connections: 4}");
+    let sources = ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    refused_at_accept_then_served(proxy.port(), &sources, "127.0.0.5");
     let line = proxy.audit_line_where("the refused connection", |l| l["reason"] == "overloaded");
     assert_eq!(
         (line["kind"].as_str(), line["host"].as_str()),
-        (Some("tcp"), Some("127.0.0.3")),
+        (Some("tcp"), Some("127.0.0.5")),
         "{line}"
     );
+}
+
+/// One address holds at most a quarter of `limits.connections` (docs/reliability.md,
+/// "Connections"): three addresses each trying to hold six idle connections of twelve
+/// get three each (the rest closed at accept), and a fourth address is still served.
+#[test]
+fn a_few_clients_at_their_cap_leave_room_for_others() {
+    let pki = TestPki::new();
+    let proxy = start(&pki, 9, "{connections: 12}");
+    let port = proxy.port();
+    let (open, response) = runtime().block_on(async {
+        let mut holding = Vec::new();
+        for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+            for _ in 0..6 {
+                holding.push((source, connect_from(source, port).await));
+            }
+        }
+        // The proxy admits in accept order; those over a cap are closed at once.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut open = Vec::new();
+        for (source, stream) in &mut holding {
+            let mut byte = [0u8; 1];
+            let closed = matches!(
+                tokio::time::timeout(Duration::from_millis(200), stream.read(&mut byte)).await,
+                Ok(Ok(0) | Err(_))
+            );
+            if !closed {
+                open.push(*source);
+            }
+        }
+        let mut fourth = connect_from("127.0.0.5", port).await;
+        fourth
+            .write_all(b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let (response, _) = read_to_close(&mut fourth, Duration::from_secs(5)).await;
+        drop(holding);
+        (open, response)
+    });
+    for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        let held = open.iter().filter(|s| **s == source).count();
+        assert_eq!(held, 3, "{source} holds {held}: {open:?}");
+    }
+    assert_eq!(
+        status_of(&response),
+        403,
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+}
+
+/// A `connections_per_client` over a quarter of `connections` fails `airlock policy
+/// check` at its place.
+#[test]
+fn a_client_cap_over_a_quarter_of_the_total_fails_policy_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("p.yaml");
+    let yaml = "version: 1\nlimits:\n  connections: 12\n  connections_per_client: 6\n";
+    std::fs::write(&file, yaml).expect("write");
+    let mut command = Command::new(support::proxy::AIRLOCK);
+    command.args(["policy", "check"]).arg(&file);
+    let output = run_bounded(&mut command, Duration::from_secs(20));
+    assert_eq!(
+        output.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        output.stderr
+    );
+    let place = format!("{}:4:27", file.display());
+    assert!(output.stderr.contains(&place), "{}", output.stderr);
+    assert!(output.stderr.contains("at most 3"), "{}", output.stderr);
 }
 
 /// Holds one connection from each of `held`, then checks that a further one from `over`
@@ -480,4 +555,206 @@ fn a_late_client_hello_on_a_guarded_host_is_still_inspected() {
         "a raw relay was opened: {}",
         proxy.audit_log_text()
     );
+}
+
+/// A plain-HTTP upstream that accepts connections and never reads them (a 4 KiB receive
+/// buffer), so that whatever the proxy forwards stays on the proxy's side; the accepted
+/// connections are held until the task is dropped.
+async fn stalled_upstream() -> (u16, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    socket.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    let listener = socket.listen(1024).expect("listen");
+    let port = listener.local_addr().expect("address").port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for _ in 0..10_000 {
+            match tokio::time::timeout(Duration::from_secs(60), listener.accept()).await {
+                Ok(Ok((stream, _))) => held.push(stream),
+                _ => return,
+            }
+        }
+    });
+    (port, task)
+}
+
+/// `len` bytes that gzip, zstd and brotli each shrink about a hundredfold: long runs with
+/// a few pseudo-random digits (no credential shape) every 4 KiB, so that a body stays
+/// under the decoder's ratio bound.
+fn compressible(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        out.extend(std::iter::repeat_n(b'a', 4000));
+        for _ in 0..96 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            out.push(b'0' + (state >> 60) as u8 % 10);
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// `data` coded as `coding` (`gzip`, `zstd` or `br`).
+fn coded(coding: &str, data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    match coding {
+        "gzip" => {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(data).expect("gzip");
+            encoder.finish().expect("gzip")
+        }
+        "zstd" => zstd::stream::encode_all(data, 3).expect("zstd"),
+        "br" => {
+            let mut out = Vec::new();
+            {
+                let mut encoder = brotli::CompressorWriter::new(&mut out, 4096, 4, 22);
+                encoder.write_all(data).expect("brotli");
+            }
+            out
+        }
+        other => panic!("no coding {other}"),
+    }
+}
+
+/// Sends one coded upload to the guarded host behind `proxy_port` (writing for 10 s at
+/// most), then reads for 5 s at most: the status, 0 when none came.
+async fn coded_upload(proxy_port: u16, port: u16, coding: &str, body: Arc<Vec<u8>>) -> u16 {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", proxy_port)).await else {
+        return 0;
+    };
+    let head = format!(
+        "POST http://allowed.test:{port}/upload HTTP/1.1\r\nHost: allowed.test:{port}\r\nContent-Type: text/plain\r\nContent-Encoding: {coding}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let sending = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), sending).await;
+    let (response, _) = read_to_close(&mut stream, Duration::from_secs(5)).await;
+    status_of(&response)
+}
+
+/// The proxy's resident memory now (VmRSS), in KiB.
+fn rss_kib(proxy: &Proxy) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.pid())).expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Decompressed request bodies count against `limits.buffer_memory` (docs/reliability.md,
+/// "Compressed bodies"): 36 concurrent gzip, zstd and brotli uploads, each 16 MiB
+/// decoded, to a host whose bodies the outbound guard searches, behind an upstream that
+/// reads nothing. The proxy's peak memory stays within a 32 MiB budget plus a fixed
+/// overhead (the per-connection buffers of uncompressed bodies); the uploads that find no
+/// room are refused 503 `overloaded`; the proxy serves afterwards.
+#[test]
+fn decoded_request_bodies_are_bounded_by_buffer_memory() {
+    const CLIENTS: usize = 36;
+    const DECODED: usize = 16 << 20;
+    let pki = TestPki::new();
+    let data = compressible(DECODED);
+    let bodies: Vec<(&str, Arc<Vec<u8>>)> = ["gzip", "zstd", "br"]
+        .into_iter()
+        .map(|coding| (coding, Arc::new(coded(coding, &data))))
+        .collect();
+    drop(data);
+    let runtime = runtime();
+    let (port, upstream) = runtime.block_on(stalled_upstream());
+    let policy = format!(
+        "version: 1\nlimits: {{buffer_memory: 32MiB}}\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n"
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&policy)
+        .resolve_loopback("allowed.test")
+        .start();
+    let before = rss_kib(&proxy);
+    let proxy_port = proxy.port();
+    let statuses: Vec<u16> = runtime.block_on(async {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                let (coding, body) = bodies[i % bodies.len()].clone();
+                tokio::spawn(coded_upload(proxy_port, port, coding, body))
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for client in clients {
+            statuses.push(client.await.expect("client"));
+        }
+        statuses
+    });
+    let peak = peak_rss_kib(&proxy);
+    upstream.abort();
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_kib(&proxy);
+    eprintln!("RSS before {before} KiB, peak {peak} KiB, after {after} KiB; {statuses:?}");
+    // 32 MiB of budget, the proxy at rest, and the per-connection buffers (hyper's read
+    // and write buffers) that any upload has, coded or not. Measured: 34 MiB over rest;
+    // with decoding outside the budget, 109 MiB.
+    let over = peak.saturating_sub(before);
+    assert!(
+        over < (32 + 20) * 1024,
+        "peak RSS {peak} KiB, {over} KiB over rest"
+    );
+    assert!(statuses.contains(&503), "{statuses:?}");
+    let line = proxy.audit_line_where("an overloaded upload", |l| l["reason"] == "overloaded");
+    assert_eq!(line["status"], 503, "{line}");
+    let served = runtime.block_on(async {
+        let mut stream = connect(&proxy).await;
+        let request =
+            b"GET http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nConnection: close\r\n\r\n";
+        stream.write_all(request).await.expect("request");
+        read_to_close(&mut stream, Duration::from_secs(5)).await.0
+    });
+    assert_eq!(
+        status_of(&served),
+        403,
+        "{}",
+        String::from_utf8_lossy(&served)
+    );
+}
+
+/// A zstd body whose frame asks for a window over 8 MiB (here 32 MiB) is refused
+/// `body_uninspectable` before the window is allocated (docs/policy.md, "Compressed
+/// bodies"); one with an 8 MiB window is forwarded.
+#[test]
+fn a_zstd_window_over_8_mib_is_refused() {
+    use std::io::Write as _;
+    let pki = TestPki::new();
+    let runtime = runtime();
+    let (port, upstream) = runtime.block_on(stalled_upstream());
+    let policy = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: allowed.test\n      ports: [{port}]\n"
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&policy)
+        .resolve_loopback("allowed.test")
+        .start();
+    let frame = |window_log: u32| {
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1).expect("zstd");
+        encoder
+            .set_parameter(zstd::stream::raw::CParameter::WindowLog(window_log))
+            .expect("window");
+        encoder.write_all(&compressible(1 << 20)).expect("zstd");
+        Arc::new(encoder.finish().expect("zstd"))
+    };
+    let (wide, fits) = (frame(25), frame(23));
+    let (refused, forwarded) = runtime.block_on(async {
+        let refused = coded_upload(proxy.port(), port, "zstd", wide).await;
+        let forwarded = coded_upload(proxy.port(), port, "zstd", fits).await;
+        (refused, forwarded)
+    });
+    upstream.abort();
+    assert_eq!(refused, 403);
+    let line = proxy.audit_line_where("the refused upload", |l| l["status"] == 403);
+    assert_eq!(line["reason"], "body_uninspectable", "{line}");
+    // The upstream reads nothing and answers nothing: no refusal came back.
+    assert_eq!(forwarded, 0);
 }

@@ -2,12 +2,15 @@
 //! loopback (tests/fixtures/mcp_server.py, Streamable HTTP over TLS), driven by curl.
 //! Allowed and denied calls, ids preserved, batches merged in order (JSON and SSE),
 //! `tools/list` filtered (JSON, SSE, server-initiated stream), uninspectable bodies
-//! refused before the server sees them, bypass attempts, and argument guards.
+//! refused before the server sees them, bypass attempts, argument guards, and the
+//! spellings of the rule's path that routers serve alike (case, trailing slash, dot
+//! segments, `;` parameters, encodings).
 
 use crate::support;
 use crate::support::clients::CurlResponse;
 use crate::support::clients::curl_post_json;
 use crate::support::fixture_server::FixtureServer;
+use crate::support::raw;
 use crate::support::{CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki};
 use crate::support::{assert_refusal, curl};
 use serde_json::{Value, json};
@@ -515,4 +518,94 @@ fn argument_guards_split_a_batch() {
     assert_argument_denied(&answers[0], &json!(4));
     assert_argument_denied(&answers[1], &json!(5));
     assert_eq!(s.server.hits(), 1, "{}", s.server_saw());
+}
+
+/// Spellings of `/mcp` that common routers serve as `/mcp` (case-insensitive routing,
+/// a trailing slash, dot segments, `;` parameters, doubled slashes, percent-encoding).
+pub(crate) const MCP_SPELLINGS: &[&str] = &[
+    "/MCP",
+    "/Mcp",
+    "/mcp/",
+    "/MCP/",
+    "/mcp/.",
+    "/mcp//",
+    "/./mcp",
+    "//mcp",
+    "/x/../mcp",
+    "/mcp;x",
+    "/mcp;jsessionid=1/",
+    "/mcp/;x",
+    "/;x/mcp",
+    "/%6Dcp",
+    "/%4D%43%50",
+    "/mcp%3Bx",
+];
+
+/// POSTs `body` to `path` exactly as written (curl would remove dot segments).
+fn post_as_written(s: &Setup, path: &str, body: &str) -> raw::RawResponse {
+    let target = format!("localhost:{}", s.server.port);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {target}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    raw::connect_tls(
+        s.proxy.port(),
+        &s.pki,
+        &target,
+        "localhost",
+        request.as_bytes(),
+    )
+    .response()
+}
+
+#[test]
+fn every_spelling_of_the_mcp_path_is_inspected() {
+    let s = setup();
+    for (index, path) in MCP_SPELLINGS.iter().enumerate() {
+        let response = post_as_written(&s, path, &call(&index.to_string(), "run_command"));
+        assert_eq!(
+            response.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&response.raw)
+        );
+        assert_denied(&response.json(), &json!(index), "run_command");
+    }
+    // A path that cannot be read (a servlet `..;`, an encoded slash, double encoding) may
+    // be routed to `/mcp`: refused on a host with an mcp rule.
+    for path in ["/x/..;/mcp", "/mcp%2F", "/x/%252e%252e/mcp", "/a//../mcp"] {
+        let response = post_as_written(&s, path, &call("1", "run_command"));
+        assert_eq!(response.status, 403, "{path}");
+        assert_eq!(response.json()["reason"], "path_unsafe", "{path}");
+    }
+    assert!(
+        !s.server_saw().contains("run_command"),
+        "a denied call reached the server: {}",
+        s.server_saw()
+    );
+    // The spellings reach the server when the call is allowed, and their answers are
+    // filtered like `/mcp`'s.
+    for path in ["/MCP/", "/mcp;x", "/%6Dcp"] {
+        let allowed = post_as_written(&s, path, &call("2", "read_file"));
+        assert_eq!(allowed.status, 200, "{path}");
+        assert_eq!(
+            allowed.json()["result"]["content"][0]["text"],
+            "called read_file",
+            "{path}"
+        );
+        let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+        let tools = post_as_written(&s, path, list).json()["result"]["tools"].clone();
+        let names: Vec<&str> = tools
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["read_file"], "{path}");
+    }
+    let line = s.proxy.audit_line_where("mcp deny", |l| {
+        l["kind"] == "mcp" && l["decision"] == "deny"
+    });
+    assert_eq!(line["rule"], "mcp[0]", "{line}");
 }

@@ -6,13 +6,18 @@
 //! untouched; in clear it is refused (`"form":"cleartext"`). Well-known credential formats
 //! that nobody configured are refused `credential_outbound` (GitHub only with a valid
 //! checksum, AWS documentation keys pass) unless `dlp` logs, ignores or allows them; and
-//! ordinary uploads (100 MiB of random bytes) pass.
+//! ordinary uploads (100 MiB of random bytes) pass. Second audit (issue 31): request
+//! trailers (HTTP/1.1 chunked and HTTP/2), WebSocket ping, pong and close payloads, the
+//! host name (CONNECT target, `Host`, `:authority`, absolute URI; refused before it is
+//! resolved or dialled), header names (lower-cased), base64 wrapped or spaced and a value
+//! split over header lines are searched; the real value in `Authorization` to its own
+//! host passes unchanged over HTTP/1.1 and HTTP/2.
 
 use std::io::Write as _;
 
 use crate::support;
 use crate::support::fixture_server::FixtureServer;
-use crate::support::raw::{self, WsStep, WsUpgrade};
+use crate::support::raw::{self, TunnelOutcome, WsStep, WsUpgrade};
 use crate::support::{
     CurlRequest, ExpectedRefusal, Proxy, ProxyBuilder, TestPki, Upstream, assert_refusal, curl,
     curl_get, python_urllib,
@@ -598,4 +603,378 @@ fn compressed_request_bodies_are_searched_decoded() {
         Some("abc"),
     );
     assert_refused(&response, "body_uninspectable", "/coded/unknown");
+}
+
+/// Whether `haystack` holds `needle`.
+fn holds(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Asserts the audit log holds the value in no case (a host name is lower-cased).
+fn assert_log_free_of_the_value(proxy: &Proxy) {
+    let log = proxy.audit_log_text().to_ascii_lowercase();
+    assert!(
+        !log.contains(&REAL.to_ascii_lowercase()),
+        "the audit log holds the value:\n{log}"
+    );
+    let stderr = proxy.stderr().to_ascii_lowercase();
+    assert!(
+        !stderr.contains(&REAL.to_ascii_lowercase()),
+        "stderr holds the value"
+    );
+}
+
+#[test]
+fn trailers_carrying_a_credential_never_reach_the_upstream() {
+    let setup = Setup::new("");
+    let port = setup.upstream.port();
+    let target = format!("other.test:{port}");
+    // HTTP/1.1: a chunked body whose trailer carries the real value, then a GitHub token.
+    for (path, trailer, reason) in [
+        ("/trailer/h1-real", REAL.to_owned(), "secret_out_of_scope"),
+        (
+            "/trailer/h1-token",
+            format!("token {}", unknown_github_token()),
+            "credential_outbound",
+        ),
+    ] {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {target}\r\nTransfer-Encoding: chunked\r\n\
+             Trailer: x-leak\r\nTE: trailers\r\nConnection: close\r\n\r\n\
+             b\r\nhello world\r\n0\r\nx-leak: {trailer}\r\n\r\n"
+        );
+        let response = raw::connect_tls(
+            setup.proxy.port(),
+            &setup.pki,
+            &target,
+            "other.test",
+            request.as_bytes(),
+        )
+        .response();
+        assert_eq!(response.status, 403, "{path}: {response:?}");
+        assert_eq!(response.json()["reason"], reason, "{path}");
+        let line = setup.line(path);
+        assert_eq!(line["reason"], reason, "{path}: {line}");
+    }
+    // HTTP/2: DATA, then a HEADERS frame of trailers.
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-leak", http::HeaderValue::from_static(REAL));
+    let body = support::upstream::FramesBody::new([
+        hyper::body::Frame::data(bytes::Bytes::from_static(b"hello world")),
+        hyper::body::Frame::trailers(trailers),
+    ]);
+    let request = hyper::Request::post(format!("https://{target}/trailer/h2"))
+        .header("trailer", "x-leak")
+        .header("te", "trailers")
+        .body(body)
+        .unwrap();
+    let response = raw::connect_h2_request(
+        setup.proxy.port(),
+        &setup.pki,
+        &target,
+        "other.test",
+        request,
+    )
+    .response();
+    assert_eq!(response.status, 403, "h2: {response:?}");
+    assert_eq!(setup.line("/trailer/h2")["reason"], "secret_out_of_scope");
+    assert_eq!(setup.line("/trailer/h2")["form"], "real");
+    // The body before the trailers may have gone; no trailer did.
+    let token = unknown_github_token();
+    setup.assert_never_received("trailers", &[REAL.as_bytes(), token.as_bytes()]);
+    assert!(
+        !holds(&setup.upstream.received(), b"x-leak:"),
+        "a trailer went"
+    );
+    setup.assert_real_value_never_logged();
+    // Control: clean trailers pass to the upstream.
+    let request = format!(
+        "POST /trailer/clean HTTP/1.1\r\nHost: {target}\r\nTransfer-Encoding: chunked\r\n\
+         Trailer: x-checksum\r\nTE: trailers\r\nConnection: close\r\n\r\n\
+         5\r\nhello\r\n0\r\nx-checksum: abc123\r\n\r\n"
+    );
+    let response = raw::connect_tls(
+        setup.proxy.port(),
+        &setup.pki,
+        &target,
+        "other.test",
+        request.as_bytes(),
+    )
+    .response();
+    assert_eq!(response.status, 200, "clean: {response:?}");
+    assert!(holds(&setup.upstream.received(), b"x-checksum: abc123"));
+}
+
+#[test]
+fn websocket_control_frames_carrying_the_value_close_the_connection() {
+    let pki = TestPki::new();
+    let server = FixtureServer::websocket(&pki);
+    let proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("GET other.test:{}/ws/**", server.port))
+        .resolve_loopback("other.test")
+        .secret(&format!("GH_TOKEN={SURROGATE}={REAL}@localhost"))
+        .start();
+    let target = format!("other.test:{}", server.port);
+    let mut close_with_reason = 1000u16.to_be_bytes().to_vec();
+    close_with_reason.extend_from_slice(REAL.as_bytes());
+    for (path, opcode, payload) in [
+        ("/ws/ping", 0x9u8, REAL.as_bytes().to_vec()),
+        ("/ws/pong", 0xA, REAL.as_bytes().to_vec()),
+        ("/ws/close", 0x8, close_with_reason),
+    ] {
+        let upgrade = WsUpgrade {
+            proxy_port: proxy.port(),
+            pki: &pki,
+            target: &target,
+            sni: "other.test",
+            path,
+            extra_headers: "",
+        };
+        let steps = [
+            WsStep::text("hello"),
+            WsStep::Receive,
+            WsStep::Send {
+                fin: true,
+                opcode,
+                payload,
+            },
+            WsStep::Receive,
+        ];
+        let transcript = raw::websocket_script(&upgrade, &steps).expect("the upgrade");
+        assert_eq!(transcript.received[0].payload, b"hello", "{path}");
+        if opcode != 0x8 {
+            // (tungstenite answers a ping with a pong: the close may come first.)
+            assert!(
+                transcript
+                    .received
+                    .iter()
+                    .any(|frame| frame.close_code() == Some(1008)),
+                "{path}: {transcript:?}"
+            );
+        }
+        proxy.audit_line_where(&format!("the ws refusal of {path}"), |l| {
+            l["kind"] == "ws" && l["decision"] == "deny" && l["path"] == path
+        });
+    }
+    let received = server.received_lines().join("\n");
+    let hex: String = REAL.bytes().take(8).map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !received.contains(&hex),
+        "the server received the value: {received}"
+    );
+    assert!(
+        received.contains("RECV op=1"),
+        "the messages before went: {received}"
+    );
+}
+
+#[test]
+fn a_value_in_the_host_name_is_refused_before_it_is_resolved() {
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let plain = Upstream::plain();
+    let lower = REAL.to_ascii_lowercase();
+    let label = format!("{lower}.other.test");
+    // `--resolve` pins the names so that the old code would have dialled them at once.
+    let proxy = ProxyBuilder::new(&pki)
+        .allow(&format!("*.other.test:{}", upstream.port()))
+        .allow(&format!("*.other.test:{}", plain.port()))
+        .allow(&format!("other.test:{}", upstream.port()))
+        .resolve_loopback("other.test")
+        .resolve_loopback(&label)
+        .secret(&format!("GH_TOKEN={SURROGATE}={REAL}@localhost"))
+        .start();
+    let port = upstream.port();
+    // The CONNECT target, as written (mixed case) and lower-cased.
+    for name in [format!("{REAL}.other.test"), label.clone()] {
+        let target = format!("{name}:{port}");
+        let outcome = raw::connect_tls(
+            proxy.port(),
+            &pki,
+            &target,
+            &label,
+            b"GET / HTTP/1.1\r\n\r\n",
+        );
+        let TunnelOutcome::RefusedOnConnect(refusal) = outcome else {
+            panic!("{name}: not refused on CONNECT: {outcome:?}");
+        };
+        assert_eq!(refusal.status, 403, "{refusal:?}");
+        assert_eq!(refusal.json()["reason"], "secret_out_of_scope");
+        assert_eq!(refusal.json()["host"], "[REDACTED:GH_TOKEN]");
+    }
+    // A well-known token as the label.
+    let token = format!("{}.other.test:{port}", unknown_github_token());
+    let outcome = raw::connect_tls(
+        proxy.port(),
+        &pki,
+        &token,
+        "other.test",
+        b"GET / HTTP/1.1\r\n\r\n",
+    );
+    let TunnelOutcome::RefusedOnConnect(refusal) = outcome else {
+        panic!("token label: not refused on CONNECT: {outcome:?}");
+    };
+    assert_eq!(refusal.json()["reason"], "credential_outbound");
+    // `Host` over HTTP/1.1 and `:authority` over h2 inside a clean tunnel.
+    let clean = format!("other.test:{port}");
+    let request = format!("GET /host/h1 HTTP/1.1\r\nHost: {REAL}.other.test:{port}\r\n\r\n");
+    let response =
+        raw::connect_tls(proxy.port(), &pki, &clean, "other.test", request.as_bytes()).response();
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "secret_out_of_scope");
+    let uri = format!("https://{label}:{port}/host/h2");
+    let response = raw::connect_h2(proxy.port(), &pki, &clean, "other.test", &uri).response();
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "secret_out_of_scope");
+    // An absolute URI on a plain proxy connection.
+    let request = format!(
+        "GET http://{label}:{}/host/absolute HTTP/1.1\r\nHost: {label}:{}\r\n\r\n",
+        plain.port(),
+        plain.port()
+    );
+    let response = raw::plain(proxy.port(), request.as_bytes());
+    assert_eq!(response.status, 403, "{response:?}");
+    assert_eq!(response.json()["reason"], "secret_out_of_scope");
+    let line = proxy.audit_line_where("an absolute-URI refusal", |l| l["path"] == "/host/absolute");
+    assert_eq!(line["form"], "real", "{line}");
+    assert_eq!(line["host"], "[REDACTED:GH_TOKEN]", "{line}");
+    upstream.assert_untouched("a value in the host name");
+    plain.assert_untouched("a value in the host name");
+    assert_log_free_of_the_value(&proxy);
+    // Control: an ordinary label under the wildcard goes.
+    let ok = format!("GET /ok HTTP/1.1\r\nHost: other.test:{port}\r\n\r\n");
+    let response =
+        raw::connect_tls(proxy.port(), &pki, &clean, "other.test", ok.as_bytes()).response();
+    assert_eq!(response.status, 200, "{response:?}");
+}
+
+#[test]
+fn header_names_wrapped_base64_and_split_headers_are_searched() {
+    crate::support::need_all(&["curl"]);
+    let setup = Setup::new("");
+    let name_header = format!("{REAL}: 1");
+    let (first, second) = REAL.split_at(REAL.len() / 2);
+    let first = format!("X-Part: {first}");
+    let second = format!("X-Part: {second}");
+    let encoded = STANDARD.encode(format!("attachment text {REAL} and more text after it"));
+    let mime: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|line| std::str::from_utf8(line).unwrap())
+        .collect();
+    let mime_body = format!(
+        "--b\r\nContent-Transfer-Encoding: base64\r\n\r\n{}\r\n--b--\r\n",
+        mime.join("\r\n")
+    );
+    let spaced: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(4)
+        .map(|group| std::str::from_utf8(group).unwrap())
+        .collect();
+    let spaced_header = format!("X-Blob: {}", spaced.join(" "));
+    let cases: [(&str, Vec<&str>, Option<&str>, support::HttpVersion); 6] = [
+        (
+            "/name/h1",
+            vec![&name_header],
+            None,
+            support::HttpVersion::Http1,
+        ),
+        (
+            "/name/h2",
+            vec![&name_header],
+            None,
+            support::HttpVersion::Http2,
+        ),
+        (
+            "/split",
+            vec![&first, &second],
+            None,
+            support::HttpVersion::Http1,
+        ),
+        (
+            "/mime/h1",
+            vec!["Content-Type: multipart/mixed; boundary=b"],
+            Some(&mime_body),
+            support::HttpVersion::Http1,
+        ),
+        (
+            "/mime/h2",
+            vec!["Content-Type: multipart/mixed; boundary=b"],
+            Some(&mime_body),
+            support::HttpVersion::Http2,
+        ),
+        (
+            "/spaced",
+            vec![&spaced_header],
+            None,
+            support::HttpVersion::Http1,
+        ),
+    ];
+    for (path, headers, body, version) in cases {
+        let url = setup.url("other.test", path);
+        let response = curl(
+            &setup.proxy,
+            &setup.pki,
+            &CurlRequest {
+                method: body.map(|_| "POST"),
+                headers: &headers,
+                body,
+                version,
+                ..CurlRequest::get(&url)
+            },
+        );
+        assert_refused(&response, "secret_out_of_scope", path);
+        assert_eq!(setup.line(path)["form"], "real", "{path}");
+    }
+    let hits = setup.upstream.hits();
+    assert!(
+        hits.iter().all(|hit| hit.target.starts_with("/mime")),
+        "a refused head reached the upstream: {hits:?}"
+    );
+    let lower = REAL.to_ascii_lowercase();
+    assert!(!format!("{hits:?}").to_ascii_lowercase().contains(&lower));
+    assert!(
+        !holds(&setup.upstream.received(), mime[1].as_bytes()),
+        "the wrapped value went"
+    );
+    setup.assert_real_value_never_logged();
+}
+
+#[test]
+fn the_real_value_in_a_credential_header_reaches_its_own_host_unchanged() {
+    crate::support::need_all(&["curl"]);
+    let setup = Setup::new("");
+    let authorization = format!("Authorization: token {REAL}");
+    for (path, version) in [
+        ("/own/h1", support::HttpVersion::Http1),
+        ("/own/h2", support::HttpVersion::Http2),
+    ] {
+        let url = setup.url("localhost", path);
+        let response = curl(
+            &setup.proxy,
+            &setup.pki,
+            &CurlRequest {
+                headers: &[&authorization],
+                version,
+                ..CurlRequest::get(&url)
+            },
+        );
+        assert_eq!(response.status, 200, "{path}: {response:?}");
+        let hit = setup
+            .upstream
+            .hits()
+            .into_iter()
+            .find(|hit| hit.target == path)
+            .expect("the request reached its host");
+        assert_eq!(
+            hit.header_values("authorization"),
+            vec![format!("token {REAL}")]
+        );
+        assert_eq!(setup.line(path)["decision"], "allow");
+    }
+    // Another account's token of the same format on that host is still refused.
+    let other = format!("Authorization: token {}", unknown_github_token());
+    let response = setup.send("localhost", "/own/other", &[&other], None);
+    assert_refused_on(&response, "foreign_credential", "localhost", "/own/other");
+    setup.assert_never_received("another token", &[unknown_github_token().as_bytes()]);
 }

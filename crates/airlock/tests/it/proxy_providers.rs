@@ -28,14 +28,16 @@ struct Setup {
 
 /// The proxy with `providers_yaml` (the lines under `providers:`) and a pinning secret
 /// for each API host, both hosts resolved to one fixture at `address:443`. `None` when
-/// the kernel refuses to bind port 443 (not root, no CAP_NET_BIND_SERVICE).
+/// the kernel refuses to bind port 443 (not root, no CAP_NET_BIND_SERVICE), a failure
+/// under `AIRLOCK_TEST_REQUIRE` ([`crate::support::skip_or_fail`]).
 fn setup(address: &str, providers_yaml: &str) -> Option<Setup> {
     match TcpListener::bind((address, 443)) {
         Ok(listener) => drop(listener),
         Err(error) => {
-            eprintln!(
-                "skipped: binding {address}:443 was refused ({error}); provider bundles use the default port 443"
-            );
+            crate::support::skip_or_fail(&format!(
+                "binding {address}:443 was refused ({error}); provider bundles use the default \
+                 port 443: run as root (or grant CAP_NET_BIND_SERVICE)"
+            ));
             return None;
         }
     }

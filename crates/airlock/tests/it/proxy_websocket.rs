@@ -6,7 +6,7 @@
 //! the connection with 1008 and never reaches the server, permessage-deflate is never
 //! negotiated; without guards the bytes are relayed as before. The server is
 //! tests/fixtures/ws_echo_server.py (RFC 6455 over TLS), which records every frame it
-//! receives.
+//! receives. No upgrade opens on a path an `mcp` rule covers, in any spelling.
 
 use std::time::{Duration, Instant};
 
@@ -561,9 +561,10 @@ fn provider_bundle_guards_apply_to_websocket_messages() {
     match std::net::TcpListener::bind((address, 443)) {
         Ok(listener) => drop(listener),
         Err(error) => {
-            eprintln!(
-                "skipped: binding {address}:443 was refused ({error}); provider bundles use the default port 443"
-            );
+            crate::support::skip_or_fail(&format!(
+                "binding {address}:443 was refused ({error}); provider bundles use the default \
+                 port 443: run as root (or grant CAP_NET_BIND_SERVICE)"
+            ));
             return;
         }
     }
@@ -694,6 +695,58 @@ fn an_upgrade_on_an_mcp_path_is_refused_before_the_server() {
         &[b"hi"],
     )
     .unwrap_or_else(|outcome| panic!("the upgrade did not go through: {outcome:?}"));
+}
+
+/// The rule names `/mcp` exactly; every spelling a router serves as `/mcp`
+/// ([`crate::proxy_mcp::MCP_SPELLINGS`]) is covered too, so no WebSocket opens on it.
+#[test]
+fn an_upgrade_on_any_spelling_of_an_mcp_path_is_refused() {
+    let pki = TestPki::new();
+    let server = FixtureServer::websocket(&pki);
+    let yaml = format!(
+        "version: 1\nnetwork:\n  allow:\n    - host: localhost\n      ports: [{port}]\n\
+         mcp:\n  - host: localhost\n    path: /mcp\n    tools: {{deny: [run_command]}}\n",
+        port = server.port
+    );
+    let proxy = ProxyBuilder::new(&pki)
+        .policy(&yaml)
+        .resolve_loopback("localhost")
+        .start();
+    let target = format!("localhost:{}", server.port);
+    for path in crate::proxy_mcp::MCP_SPELLINGS {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: Upgrade\r\n\
+             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {}\r\n\r\n",
+            raw::WS_KEY
+        );
+        let response = raw::tunnel_exchange(
+            proxy.port(),
+            &pki,
+            &target,
+            raw::Sni::Verified("localhost"),
+            request.as_bytes(),
+            Duration::ZERO,
+        )
+        .response();
+        assert_ne!(response.status, 101, "{path}: {response:?}");
+        let json = assert_refusal(
+            response.status,
+            &response.headers,
+            &response.body,
+            &ExpectedRefusal {
+                reason: "body_uninspectable",
+                method: "GET",
+                host: "localhost",
+                path: None,
+            },
+        );
+        support::assert_rule_id(&json["rule"], "mcp[0]");
+    }
+    assert_eq!(
+        server.hits(),
+        0,
+        "an upgrade on a spelling of the MCP path reached the server"
+    );
 }
 
 #[test]

@@ -87,10 +87,11 @@ fn probes_from_the_jail_never_reach_canaries_in_the_harness_namespace() {
     let output = run_bounded(&mut command, Duration::from_secs(90));
     let stdout = String::from_utf8_lossy(&output.stdout);
     if output.stderr.contains("unshare failed") {
-        eprintln!(
-            "skipping: the kernel refuses the harness namespace: {}",
+        crate::support::skip_or_fail(&format!(
+            "the kernel refuses the harness namespace (`unshare --map-root-user --net` needs \
+             unprivileged user namespaces): {}",
             output.stderr
-        );
+        ));
         return;
     }
     assert!(

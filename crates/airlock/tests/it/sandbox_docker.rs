@@ -7,7 +7,8 @@
 //! pushes with a surrogate token; teardown and a SIGKILLed daemon leave no container, no
 //! directory and no process behind.
 //!
-//! Needs root and a running Docker engine; without them each test prints why and returns.
+//! Needs root and a running Docker engine; without them each test prints why and returns
+//! (fails under `AIRLOCK_TEST_REQUIRE`, as in CI: [`crate::support::require`]).
 
 use std::process::Command;
 use std::time::Duration;
@@ -25,20 +26,22 @@ use serde_json::Value;
 /// The image the tests run.
 const IMAGE: &str = "airlock-test-sandbox:1";
 /// Whether Docker can be used here (root, engine answering); builds the test image.
+/// Says why not ([`crate::support::skip_or_fail`]).
 fn docker_ready(test: &str) -> bool {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!(
-            "skipping {test}: the docker provider needs root (it enters the container's network namespace)"
-        );
-        return false;
+        return crate::support::skip_or_fail(&format!(
+            "{test}: the docker provider needs root (it enters the container's network \
+             namespace): run the tests as root"
+        ));
     }
     let answers = Command::new("docker")
         .args(["version", "--format", "{{.Server.Version}}"])
         .output()
         .is_ok_and(|output| output.status.success());
     if !answers {
-        eprintln!("skipping {test}: no Docker engine answers here");
-        return false;
+        return crate::support::skip_or_fail(&format!(
+            "{test}: no Docker engine answers here (install docker.io and start dockerd)"
+        ));
     }
     // The image is built from the host's busybox, curl and git.
     crate::support::need_all(&["busybox", "curl", "git"]);

@@ -1,6 +1,7 @@
 //! Shared by the jail and capture tests: the client that dials addresses
-//! from inside a captured network namespace, and the listener side that
-//! checks each connection and datagram arrived with its original destination.
+//! from inside a captured network namespace, the listener side that
+//! checks each connection and datagram arrived with its original destination,
+//! and [`skip_or_fail`] for a test that cannot run here.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -9,6 +10,9 @@ use std::time::{Duration, Instant};
 use airlock_jail::{
     HandedListener, Protocol, original_destination, recv_datagram, send_datagram_from,
 };
+
+pub mod require;
+pub use require::skip_or_fail;
 
 /// Upper bound of every wait in these tests.
 pub const BOUND: Duration = Duration::from_secs(20);

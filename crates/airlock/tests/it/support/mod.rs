@@ -9,6 +9,7 @@ pub mod pki;
 pub mod prometheus;
 pub mod proxy;
 pub mod raw;
+pub mod require;
 pub mod run;
 pub mod sandbox;
 pub mod scripted;
@@ -22,6 +23,7 @@ pub use clients::{CurlRequest, HttpVersion, curl, curl_get, python_urllib, run_b
 pub use pki::TestPki;
 pub use proxy::{Proxy, ProxyBuilder};
 pub use raw::RawResponse;
+pub use require::skip_or_fail;
 pub use tools::{need, need_all, tool};
 pub use upstream::{Upstream, pattern_bytes};
 

@@ -31,6 +31,9 @@ pub struct ProxyBuilder<'a> {
     audit_log: Option<PathBuf>,
     policy_count: usize,
     env: Vec<(String, String)>,
+    /// A program (and its arguments) the proxy runs under; the binary and its arguments
+    /// follow (`unshare -rm sh -c '...; exec "$0" "$@"'`).
+    wrapper: Vec<String>,
 }
 
 impl<'a> ProxyBuilder<'a> {
@@ -45,7 +48,15 @@ impl<'a> ProxyBuilder<'a> {
             audit_log: Some(audit_log),
             policy_count: 0,
             env: Vec::new(),
+            wrapper: Vec::new(),
         }
+    }
+
+    /// Runs the proxy under `wrapper` (a program and its arguments, which then get the
+    /// binary and its arguments: it must exec them with the same process id).
+    pub fn wrapped(mut self, wrapper: &[&str]) -> Self {
+        self.wrapper = wrapper.iter().map(|s| (*s).to_string()).collect();
+        self
     }
 
     /// The proxy's private directory (audit log, policy files); removed with the proxy.
@@ -119,7 +130,14 @@ impl<'a> ProxyBuilder<'a> {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new(AIRLOCK);
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(AIRLOCK);
+                command
+            }
+            None => Command::new(AIRLOCK),
+        };
         command
             .arg("proxy")
             .args(["--listen", "127.0.0.1:0"])

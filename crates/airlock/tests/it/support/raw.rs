@@ -444,15 +444,19 @@ fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-/// As [`connect_h2`], sending `request` (its headers included); the response's trailers
-/// are kept.
-pub fn connect_h2_request(
+/// As [`connect_h2`], sending `request` (its headers and body included); the response's
+/// trailers are kept.
+pub fn connect_h2_request<B>(
     proxy_port: u16,
     pki: &TestPki,
     connect_target: &str,
     sni: &str,
-    request: hyper::Request<Empty<Bytes>>,
-) -> TunnelOutcome {
+    request: hyper::Request<B>,
+) -> TunnelOutcome
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     runtime().block_on(async {
         let deadline = Instant::now() + EXCHANGE_TIMEOUT;
         let stream = match connect(proxy_port, connect_target, deadline).await {

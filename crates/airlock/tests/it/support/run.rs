@@ -1,6 +1,7 @@
 //! Harness for the `airlock run` tests: the real binary with a private `AIRLOCK_HOME`,
 //! run with bounded time, and a check that the kernel grants unprivileged namespaces
-//! (tests skip with a printed reason when it does not).
+//! (tests skip with a printed reason when it does not, and fail under
+//! `AIRLOCK_TEST_REQUIRE`: [`crate::support::require`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -107,7 +108,8 @@ pub fn code(output: &BoundedOutput) -> i32 {
         .unwrap_or_else(|| panic!("airlock run killed by a signal: {status:?}"))
 }
 
-/// Whether this kernel lets an ordinary user create the jail's namespaces; prints why not.
+/// Whether this kernel lets an ordinary user create the jail's namespaces; prints why not
+/// ([`crate::support::skip_or_fail`]: a failure under `AIRLOCK_TEST_REQUIRE`).
 pub fn namespaces_available(test: &str) -> bool {
     let home = RunHome::new();
     let output = home.run(&["--", "true"]);
@@ -115,11 +117,12 @@ pub fn namespaces_available(test: &str) -> bool {
         return true;
     }
     if output.stderr.contains("namespaces are unavailable") {
-        eprintln!(
-            "skipping {test}: the kernel refuses unprivileged namespaces: {}",
+        return crate::support::skip_or_fail(&format!(
+            "{test}: the kernel refuses unprivileged namespaces (allow them: \
+             `sysctl kernel.unprivileged_userns_clone=1`, `user.max_user_namespaces` > 0, \
+             and on Ubuntu `kernel.apparmor_restrict_unprivileged_userns=0`): {}",
             output.stderr
-        );
-        return false;
+        ));
     }
     panic!(
         "airlock run -- true failed: {:?} {}",

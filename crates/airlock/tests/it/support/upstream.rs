@@ -76,7 +76,7 @@ struct Record {
     connections: AtomicUsize,
     hits: Mutex<Vec<Hit>>,
     /// Every request body byte received, in arrival order (bodies cut short included),
-    /// up to [`RECEIVED_LIMIT`].
+    /// up to [`RECEIVED_LIMIT`]; request trailers as `name: value` lines.
     received: Mutex<Vec<u8>>,
 }
 
@@ -143,7 +143,8 @@ impl Upstream {
     }
 
     /// Every request body byte received so far (from every request, also those whose
-    /// body was cut short), up to 32 MiB; `/sink` bodies are only counted.
+    /// body was cut short), up to 32 MiB, request trailers as `name: value` lines; `/sink`
+    /// bodies are only counted.
     pub fn received(&self) -> Vec<u8> {
         self.record.received.lock().expect("received lock").clone()
     }
@@ -217,6 +218,13 @@ async fn accept_loop(
 
 /// A body of frames given in advance, of no declared length (chunked over HTTP/1.1).
 pub struct FramesBody(VecDeque<Frame<Bytes>>);
+
+impl FramesBody {
+    /// A body of `frames`, in order (data, then trailers).
+    pub fn new(frames: impl IntoIterator<Item = Frame<Bytes>>) -> FramesBody {
+        FramesBody(frames.into_iter().collect())
+    }
+}
 
 impl Body for FramesBody {
     type Data = Bytes;
@@ -454,6 +462,15 @@ async fn read_body(mut body: Incoming, record: &Record, sink: bool) -> Option<(B
     while let Some(frame) = body.frame().await {
         let frame = frame.ok()?;
         let Some(data) = frame.data_ref() else {
+            // Trailers are recorded too, as `name: value` lines.
+            if let Some(trailers) = frame.trailers_ref() {
+                let mut received = record.received.lock().expect("received lock");
+                for (name, value) in trailers {
+                    received.extend_from_slice(format!("{name}: ").as_bytes());
+                    received.extend_from_slice(value.as_bytes());
+                    received.extend_from_slice(b"\r\n");
+                }
+            }
             continue;
         };
         len += data.len();
