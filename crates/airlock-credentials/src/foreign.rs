@@ -104,10 +104,43 @@ impl Credentials {
     /// Whether `value` is a credential of someone else: not blank, holding no surrogate
     /// (the tripwire ran first, so any surrogate here is in scope) and no real value of a
     /// secret in `scope` (its own value, going where it belongs).
+    ///
+    /// Holding one of ours is not enough when a credential of a well-known format rides
+    /// along (`Basic base64(SURROGATE:ghp_theirs)`: the service would log in with the
+    /// other token): what is left once every surrogate and own real value is taken out
+    /// must hold no token.
     fn is_foreign(&self, scope: &[bool], value: &[u8]) -> bool {
-        !value.iter().all(u8::is_ascii_whitespace)
-            && self.surrogates_in(value).is_empty()
-            && !self.holds_own_value(scope, value)
+        if value.iter().all(u8::is_ascii_whitespace) {
+            return false;
+        }
+        if self.surrogates_in(value).is_empty() && !self.holds_own_value(scope, value) {
+            return true;
+        }
+        let decoded = basic_credentials(value);
+        [Some(value), decoded.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|place| !airlock_dlp::find_all(&self.without_ours(scope, place)).is_empty())
+    }
+
+    /// `place` with every surrogate and every in-scope real value blanked out.
+    fn without_ours(&self, scope: &[bool], place: &[u8]) -> Vec<u8> {
+        let mut rest = place.to_vec();
+        for (entry, in_scope) in self.entries.iter().zip(scope) {
+            let mut values = vec![entry.surrogate.as_bytes()];
+            if *in_scope {
+                values.push(entry.real.as_bytes());
+            }
+            for value in values.into_iter().filter(|v| !v.is_empty()) {
+                let mut at = 0;
+                while let Some(found) = rest[at..].windows(value.len()).position(|w| w == value) {
+                    let start = at + found;
+                    rest[start..start + value.len()].fill(b' ');
+                    at = start + value.len();
+                }
+            }
+        }
+        rest
     }
 
     /// Whether `value`, raw or inside Basic credentials, holds the real value of a secret

@@ -268,7 +268,15 @@ impl OutboundGuard {
             allowed_kinds: Some(Vec::new()),
         };
         self.inner.search(&scope, name, true, &mut Vec::new())?;
-        self.inner.search_insensitive(&scope, name)
+        self.inner.search_insensitive(&scope, name)?;
+        // A value spread over several labels (a label holds at most 63 bytes): the name
+        // with its dots taken out.
+        let joined: Vec<u8> = name.iter().copied().filter(|b| *b != b'.').collect();
+        if joined.len() == name.len() {
+            return Ok(());
+        }
+        self.inner.search(&scope, &joined, true, &mut Vec::new())?;
+        self.inner.search_insensitive(&scope, &joined)
     }
 
     /// Searches one whole message (a WebSocket message, a body read whole).

@@ -69,6 +69,10 @@ pub enum DecodeError {
     /// The body ended in the middle of a coded stream.
     #[error("the {0:?} data ends early")]
     Truncated(Coding),
+    /// A `br` or `zstd` layer under another coding: its window would have to be reserved
+    /// whole from the first byte (megabytes for a few bytes of input), so it is refused.
+    #[error("a {0:?} layer under another content coding")]
+    InnerWindow(Coding),
 }
 
 /// The most codings one body may stack.
@@ -177,6 +181,15 @@ impl Decoder {
     pub fn new(codings: &[Coding], limits: Limits) -> Result<Decoder, DecodeError> {
         if codings.len() > MAX_LAYERS {
             return Err(DecodeError::TooManyLayers);
+        }
+        // Only the coding applied last (decoded first) may keep a large window: its memory
+        // is charged as it fills; an inner one's would be charged whole.
+        let inner = &codings[..codings.len().saturating_sub(1)];
+        if let Some(&coding) = inner
+            .iter()
+            .find(|c| matches!(c, Coding::Brotli | Coding::Zstd))
+        {
+            return Err(DecodeError::InnerWindow(coding));
         }
         let layers = codings
             .iter()

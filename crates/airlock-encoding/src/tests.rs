@@ -266,3 +266,21 @@ fn a_cut_zstd_or_brotli_stream_is_truncated() {
         assert!(result.is_err(), "{coding:?}");
     }
 }
+
+#[test]
+fn a_windowed_coding_under_another_is_refused() {
+    for stack in [
+        [Coding::Brotli, Coding::Gzip],
+        [Coding::Zstd, Coding::Gzip],
+        [Coding::Brotli, Coding::Brotli],
+    ] {
+        assert!(
+            matches!(
+                Decoder::new(&stack, Limits::default()),
+                Err(DecodeError::InnerWindow(_))
+            ),
+            "{stack:?}"
+        );
+    }
+    assert!(Decoder::new(&[Coding::Gzip, Coding::Brotli], Limits::default()).is_ok());
+}

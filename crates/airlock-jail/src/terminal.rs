@@ -75,6 +75,22 @@ impl Terminal {
         }))
     }
 
+    /// When airlock's standard input is a terminal whose foreground airlock is not (it was
+    /// started in the background), replaces airlock's standard input with `/dev/null`
+    /// before the command inherits it: a command in a session of its own is not stopped
+    /// for reading a terminal that is not its own, and would read what the user types at
+    /// the shell. Returns whether it did.
+    pub fn detach_background_input() -> io::Result<bool> {
+        let stdin = io::stdin();
+        let input = stdin.as_fd();
+        if !nix::unistd::isatty(input).unwrap_or(false) || in_foreground(input) {
+            return Ok(false);
+        }
+        let null = std::fs::File::open("/dev/null")?;
+        nix::unistd::dup2_stdin(&null)?;
+        Ok(true)
+    }
+
     /// What the jail needs: the far end, and which standard streams it replaces.
     pub fn for_jail(&self) -> JailTerminal {
         JailTerminal {
@@ -99,6 +115,10 @@ impl Terminal {
         termios::cfmakeraw(&mut raw);
         termios::tcsetattr(io::stdin().as_fd(), SetArg::TCSANOW, &raw)?;
         let restore = Restore { saved };
+        nix::fcntl::fcntl(
+            &master,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
         let master = Arc::new(master);
         let (stop_read, stop_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let input = {
@@ -170,15 +190,21 @@ impl TerminalRelay {
                 let _ = output.join();
             }
         }
-        self.stop_input();
+        self.stop_input_thread();
+        drain_answers();
+        drop(self.restore.take());
     }
 
-    fn stop_input(&mut self) {
+    fn stop_input_thread(&mut self) {
         // Closing the pipe's write end wakes the input thread's poll.
         drop(self.stop.take());
         if let Some(input) = self.input.take() {
             let _ = input.join();
         }
+    }
+
+    fn stop_input(&mut self) {
+        self.stop_input_thread();
         drop(self.restore.take());
     }
 }
@@ -186,6 +212,35 @@ impl TerminalRelay {
 impl Drop for TerminalRelay {
     fn drop(&mut self) {
         self.stop_input();
+    }
+}
+
+/// How long the user's terminal must stay quiet before its settings are put back.
+const QUIET: Duration = Duration::from_millis(200);
+/// The longest airlock reads and drops what the terminal sends after the command ended.
+const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+
+/// Reads and drops what arrives on the user's terminal until it has been quiet for
+/// [`QUIET`] (at most [`DRAIN_LIMIT`]): the terminal's answers to queries the command
+/// wrote (`ESC [ 6 n` and the like) must not reach the user's shell as typed input.
+fn drain_answers() {
+    let stdin = io::stdin();
+    let deadline = Instant::now() + DRAIN_LIMIT;
+    let mut buffer = [0u8; CHUNK];
+    while Instant::now() < deadline {
+        let mut ready = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        let quiet = PollTimeout::try_from(QUIET).unwrap_or(PollTimeout::ZERO);
+        match poll(&mut ready, quiet) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        match nix::unistd::read(stdin.as_fd(), &mut buffer) {
+            Ok(0) => return,
+            Ok(_) | Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+            Err(_) => return,
+        }
     }
 }
 
@@ -197,7 +252,9 @@ struct Restore {
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let _ = termios::tcsetattr(io::stdin().as_fd(), SetArg::TCSADRAIN, &self.saved);
+        // TCSAFLUSH: whatever waits unread in the user's input (such as the terminal's
+        // answers to queries the command sent) is dropped, never read by the user's shell.
+        let _ = termios::tcsetattr(io::stdin().as_fd(), SetArg::TCSAFLUSH, &self.saved);
     }
 }
 
@@ -218,20 +275,13 @@ fn window_size(fd: i32) -> io::Result<libc::winsize> {
 }
 
 /// The user's keystrokes to the command, until the user's input ends or `stop` closes.
+/// `master` is non-blocking: a command that never reads its terminal cannot hold this
+/// thread (and with it the end of the run) once `stop` closes.
 fn copy_input(master: &OwnedFd, stop: &OwnedFd) {
     let stdin = io::stdin();
     let mut buffer = [0u8; CHUNK];
     loop {
-        let mut ready = [
-            PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
-            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut ready, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        }
-        if ready[1].revents().is_some_and(|events| !events.is_empty()) {
+        if !wait_for(stdin.as_fd(), PollFlags::POLLIN, stop) {
             return;
         }
         let read = match nix::unistd::read(stdin.as_fd(), &mut buffer) {
@@ -240,8 +290,30 @@ fn copy_input(master: &OwnedFd, stop: &OwnedFd) {
             Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
             Err(_) => return,
         };
-        if write_all(master.as_fd(), &buffer[..read]).is_err() {
+        if write_all(master.as_fd(), &buffer[..read], Some(stop)).is_err() {
             return;
+        }
+    }
+}
+
+/// Waits until `fd` is ready for `events` (`true`), or `stop` closes or polling fails
+/// (`false`).
+fn wait_for(fd: BorrowedFd<'_>, events: PollFlags, stop: &OwnedFd) -> bool {
+    loop {
+        let mut ready = [
+            PollFd::new(fd, events),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut ready, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+        if ready[1].revents().is_some_and(|events| !events.is_empty()) {
+            return false;
+        }
+        if ready[0].revents().is_some_and(|events| !events.is_empty()) {
+            return true;
         }
     }
 }
@@ -256,20 +328,43 @@ fn copy_output(master: &OwnedFd, output: i32) {
         let read = match nix::unistd::read(master.as_fd(), &mut buffer) {
             Ok(0) => return,
             Ok(read) => read,
-            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            // Non-blocking: wait until there is something (or the far end closes).
+            Err(nix::errno::Errno::EAGAIN) => {
+                let mut ready = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+                if poll(&mut ready, PollTimeout::NONE).is_err_and(|e| e != nix::errno::Errno::EINTR)
+                {
+                    return;
+                }
+                continue;
+            }
             Err(_) => return,
         };
-        if write_all(output, &buffer[..read]).is_err() {
+        if write_all(output, &buffer[..read], None).is_err() {
             return;
         }
     }
 }
 
-fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> nix::Result<()> {
+/// Writes all of `bytes`, waiting for room when `fd` is non-blocking; gives up when
+/// `stop` (if any) closes meanwhile.
+fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], stop: Option<&OwnedFd>) -> nix::Result<()> {
     while !bytes.is_empty() {
         match nix::unistd::write(fd, bytes) {
             Ok(written) => bytes = &bytes[written..],
-            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                let room = match stop {
+                    Some(stop) => wait_for(fd, PollFlags::POLLOUT, stop),
+                    None => {
+                        let mut ready = [PollFd::new(fd, PollFlags::POLLOUT)];
+                        poll(&mut ready, PollTimeout::NONE).is_ok()
+                    }
+                };
+                if !room {
+                    return Err(nix::errno::Errno::EAGAIN);
+                }
+            }
             Err(error) => return Err(error),
         }
     }

@@ -161,10 +161,23 @@ fn at(index: usize, why: &str) -> String {
     format!("line {}: {why}", index + 1)
 }
 
-/// Whether `raw` ends in an unescaped backslash (outside a comment).
+/// Whether `raw` ends in an unescaped backslash outside a comment: git continues such a
+/// value on the next line, but a backslash inside a `;` or `#` comment is only text.
 fn ends_in_escape(raw: &str) -> bool {
-    let trailing = raw.bytes().rev().take_while(|b| *b == b'\\').count();
-    trailing % 2 == 1
+    let (mut quoted, mut escaped) = (false, false);
+    for byte in raw.bytes() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match byte {
+            b'\\' => escaped = true,
+            b'"' => quoted = !quoted,
+            b';' | b'#' if !quoted => return false,
+            _ => {}
+        }
+    }
+    escaped
 }
 
 /// `[section]`, `[section "sub"]` or `[section.sub]`; returns the header and what follows.
@@ -399,5 +412,16 @@ mod tests {
         );
         assert_eq!(resolve_path("~other/x", base, home), None);
         assert_eq!(resolve_path("", base, home), None);
+    }
+
+    #[test]
+    fn a_backslash_inside_a_comment_continues_nothing() {
+        let text = "[core]\n\trepositoryformatversion = 0 ;\\\n\tfsmonitor = \"echo x\"\n";
+        let entries = parse(text).expect("parsed");
+        assert!(
+            entries.iter().any(|e| e.key == "fsmonitor"),
+            "git reads the next line as a key: {entries:?}"
+        );
+        assert!(!active_keys(&entries).is_empty());
     }
 }

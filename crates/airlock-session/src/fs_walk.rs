@@ -10,8 +10,9 @@ use airlock_policy::filesystem::{FsRules, GIT_DIR_NAME};
 
 /// How many directory entries the walk for protected names looks at, in all.
 const MAX_WALK_ENTRIES: usize = 500_000;
-/// How deep below a writable directory it looks.
-const MAX_WALK_DEPTH: usize = 24;
+/// How deep below a writable directory it looks: deeper than any path the kernel resolves
+/// (`PATH_MAX` holds at most 2048 components), so in effect every level.
+const MAX_WALK_DEPTH: usize = 2048;
 /// Directories that hold no protected name worth the walk: package trees, and (inside a
 /// `.git` directory) git's object and LFS stores.
 const SKIPPED_DIRS: [&str; 1] = ["node_modules"];

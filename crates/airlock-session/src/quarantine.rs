@@ -153,6 +153,9 @@ impl EndCheck {
             }
             settled.push(git_dir.clone());
         }
+        for git_dir in &found.git_dirs {
+            self.check_gitlinks(git_dir, &settled, &mut findings);
+        }
         for bare in &found.bare_dirs {
             if !self.unchanged(bare) && !settled.iter().any(|dir| bare.starts_with(dir)) {
                 self.check_new_repository(bare, &mut findings);
@@ -179,6 +182,34 @@ impl EndCheck {
             }
         }
         findings
+    }
+
+    /// The submodules (gitlinks) `git_dir`'s index names: the host's `git status` recurses
+    /// into each one that has a `.git`, wherever it lies, also where the walk does not look
+    /// (`node_modules`, cache directories). A `.git` there that was not present at the start
+    /// is checked as a new repository (or set aside, when it is a file or a link).
+    fn check_gitlinks(&self, git_dir: &Path, settled: &[PathBuf], findings: &mut Vec<Finding>) {
+        let Some(work_tree) = git_dir.parent() else {
+            return;
+        };
+        for path in gitlinks(git_dir, work_tree) {
+            let dot_git = work_tree.join(path).join(".git");
+            let Ok(metadata) = std::fs::symlink_metadata(&dot_git) else {
+                continue;
+            };
+            if self.known.contains_key(&dot_git) || settled.iter().any(|s| dot_git.starts_with(s)) {
+                continue;
+            }
+            if metadata.is_dir() {
+                self.check_new_repository(&dot_git, findings);
+            } else {
+                settle(
+                    findings,
+                    &dot_git,
+                    "a submodule's .git created during the run",
+                );
+            }
+        }
     }
 
     /// A `.git` directory (or a directory shaped as a bare repository) the command created:
@@ -258,11 +289,107 @@ fn entries_where(dir: &Path, keep: impl Fn(&str, bool) -> bool) -> bool {
 fn inert_config(config: &Path) -> bool {
     let regular =
         std::fs::symlink_metadata(config).is_ok_and(|m| m.is_file() && m.len() <= 1 << 20);
-    regular
-        && std::fs::read_to_string(config)
-            .ok()
-            .and_then(|text| airlock_policy::gitconfig::parse(&text).ok())
-            .is_some_and(|entries| airlock_policy::gitconfig::active_keys(&entries).is_empty())
+    let Some(text) = regular
+        .then(|| std::fs::read_to_string(config).ok())
+        .flatten()
+    else {
+        return false;
+    };
+    // Two readings must agree that nothing runs: the parser's, and a line scan for the
+    // names of keys and sections that run programs, which no quirk of the parser hides.
+    !mentions_running_keys(&text)
+        && airlock_policy::gitconfig::parse(&text)
+            .is_ok_and(|entries| airlock_policy::gitconfig::active_keys(&entries).is_empty())
+}
+
+/// Whether any line of a git configuration starts (after white space) with the name of a
+/// key that makes git run a program, or opens an `include`/`includeIf` or `alias` section.
+fn mentions_running_keys(text: &str) -> bool {
+    const RUNNING: [&str; 18] = [
+        "fsmonitor",
+        "hookspath",
+        "sshcommand",
+        "pager",
+        "editor",
+        "askpass",
+        "command",
+        "textconv",
+        "clean",
+        "smudge",
+        "process",
+        "helper",
+        "program",
+        "uploadpack",
+        "receivepack",
+        "gitproxy",
+        "worktree",
+        "path",
+    ];
+    text.lines().any(|line| {
+        let line = line.trim_start().to_ascii_lowercase();
+        line.starts_with("[include")
+            || line.starts_with("[alias")
+            || RUNNING.iter().any(|key| {
+                line.strip_prefix(key).is_some_and(|rest| {
+                    rest.trim_start().is_empty() || rest.trim_start().starts_with('=')
+                })
+            })
+    })
+}
+
+/// How long listing a repository's gitlinks may take.
+const GITLINK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The paths of the gitlinks (mode 160000) in the index of `git_dir`, as the host's git
+/// reads it; none when git is not installed (then no host git recurses either) or does not
+/// answer in time. Its configuration and hooks are the ones present at the start (both
+/// are write-protected), and neither fsmonitor nor hooks are let run.
+fn gitlinks(git_dir: &Path, work_tree: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let child = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .arg("--work-tree")
+        .arg(work_tree)
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(["ls-files", "--stage", "-z"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return Vec::new();
+    };
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(stdout) = stdout.as_mut() {
+            let _ = std::io::Read::read_to_end(stdout, &mut out);
+        }
+        out
+    });
+    let deadline = std::time::Instant::now() + GITLINK_TIMEOUT;
+    while child.try_wait().ok().flatten().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = reader.join().unwrap_or_default();
+    out.split(|byte| *byte == 0)
+        .filter_map(|entry| {
+            let (head, path) = entry.split_at(entry.iter().position(|b| *b == b'\t')?);
+            head.starts_with(b"160000 ")
+                .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&path[1..])))
+        })
+        .collect()
 }
 
 /// Quarantines `path`, recording the outcome.

@@ -49,7 +49,10 @@ impl Signals {
 
     /// Awaits `done`, forwarding `SIGTERM`/`SIGHUP` (and `SIGINT` when `interrupt`: a
     /// command in a session of its own gets no signal from airlock's terminal) with
-    /// `forward` meanwhile.
+    /// `forward` meanwhile. A command that ignores them is not waited for without end: a
+    /// second such signal, or [`KILL_GRACE`] after the first, forwards `SIGKILL`, so that
+    /// airlock itself lives on to finish the run (flush the audit log, check the writable
+    /// directories) rather than being killed in its turn.
     pub async fn forward_until<T>(
         mut self,
         done: impl std::future::Future<Output = T>,
@@ -57,16 +60,39 @@ impl Signals {
         forward: impl Fn(i32),
     ) -> T {
         tokio::pin!(done);
+        let mut asked = 0u32;
+        let grace = tokio::time::sleep_until(far_future());
+        tokio::pin!(grace);
         loop {
-            tokio::select! {
+            let signal = tokio::select! {
                 result = &mut done => return result,
-                _ = self.interrupt.recv() => if interrupt { forward(libc::SIGINT) },
-                _ = self.terminate.recv() => forward(libc::SIGTERM),
-                _ = self.hangup.recv() => forward(libc::SIGHUP),
+                _ = self.interrupt.recv() => if interrupt { libc::SIGINT } else { continue },
+                _ = self.terminate.recv() => libc::SIGTERM,
+                _ = self.hangup.recv() => libc::SIGHUP,
+                () = &mut grace, if asked > 0 => libc::SIGKILL,
+            };
+            asked += 1;
+            if signal == libc::SIGKILL || asked > 1 {
+                forward(libc::SIGKILL);
+                grace.as_mut().reset(far_future());
+                continue;
             }
+            forward(signal);
+            grace
+                .as_mut()
+                .reset(tokio::time::Instant::now() + KILL_GRACE);
         }
     }
 }
+
+/// A deadline that never comes in practice (a day away).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(86_400)
+}
+
+/// How long a command may take to end after the first `SIGTERM`, `SIGHUP` or `SIGINT`
+/// airlock passed on, before it is killed ([`Signals::forward_until`]).
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How a started jail is confined: said on stderr with `--verbose`, and in the audit's
 /// start line (`kind: policy`, message `start ...`).

@@ -390,7 +390,14 @@ async fn run_namespace(
     // An interactive run gets a terminal of its own, relayed here; `airlock mcp` relays
     // the command's standard streams instead.
     let terminal = if relaying.is_none() {
-        airlock_jail::Terminal::open().map_err(|e| RunError::Confine(format!("terminal: {e}")))?
+        let terminal = |e: std::io::Error| RunError::Confine(format!("terminal: {e}"));
+        if airlock_jail::Terminal::detach_background_input().map_err(terminal)? {
+            eprintln!(
+                "airlock: started in the background: the command's standard input is /dev/null \
+                 (it may not read the terminal you type in)"
+            );
+        }
+        airlock_jail::Terminal::open().map_err(terminal)?
     } else {
         None
     };

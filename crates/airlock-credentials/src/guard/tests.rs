@@ -362,6 +362,14 @@ fn a_host_name_carrying_a_value_is_refused_whatever_its_case() {
                 .is_err()
         );
     }
+    // Spread over labels.
+    let (head, tail) = REAL.split_at(REAL.len() / 2);
+    let split = format!("{head}.{tail}.example.test");
+    assert!(
+        guard
+            .check_authority(DlpMode::Refuse, split.as_bytes())
+            .is_err()
+    );
     let token = format!("{}.example.test", github_token());
     let refused = guard
         .check_authority(DlpMode::Refuse, token.as_bytes())

@@ -547,3 +547,39 @@ fn the_real_value_on_its_own_host_is_no_foreign_credential() {
         Err(Reason::ForeignCredential)
     );
 }
+
+#[test]
+fn ours_beside_another_token_is_still_a_foreign_credential() {
+    // Basic `OURS:THEIRS`: the service could log in with the other token.
+    let credentials = credentials();
+    let payload = "AttackerOwnedTokenAttackerOwne";
+    let theirs = format!(
+        "ghp_{payload}{}",
+        airlock_dlp::github_checksum(payload.as_bytes())
+    );
+    let gh_surrogate = surrogate(&credentials, "GH_TOKEN");
+    for ours in [GH_REAL, gh_surrogate.as_str()] {
+        for value in [
+            format!("Basic {}", STANDARD.encode(format!("{ours}:{theirs}"))),
+            format!("Basic {}", STANDARD.encode(format!("{theirs}:{ours}"))),
+            format!("token {ours} {theirs}"),
+        ] {
+            let mut map = headers(&[("authorization", value.clone())]);
+            assert_eq!(
+                credentials.prepare_request(&["GH_TOKEN"], &mut map),
+                Err(Reason::ForeignCredential),
+                "{value}"
+            );
+        }
+    }
+    // Control: ours beside an ordinary user name passes (and the surrogate is swapped).
+    let value = format!(
+        "Basic {}",
+        STANDARD.encode(format!("octocat:{gh_surrogate}"))
+    );
+    let mut map = headers(&[("authorization", value)]);
+    assert_eq!(
+        credentials.prepare_request(&["GH_TOKEN"], &mut map),
+        Ok(vec!["GH_TOKEN".to_owned()])
+    );
+}

@@ -45,6 +45,15 @@ impl Repo {
         repo
     }
 
+    /// A submodule's layout: its repository under `.git/modules/NAME`, a `.git` file in
+    /// `NAME` pointing there.
+    fn add_submodule(&self, name: &str) {
+        std::fs::create_dir_all(self.project.join(".git/modules")).expect("modules");
+        self.adopt();
+        let git_dir = format!("--separate-git-dir=.git/modules/{name}");
+        self.git_in(&self.project, &["init", "-q", "-b", "main", &git_dir, name]);
+    }
+
     /// Hands everything to the test user (when there is one).
     fn adopt(&self) {
         if let Some(uid) = test_user::uid() {
@@ -431,20 +440,7 @@ fn an_existing_submodule_commits_inside_but_its_hooks_and_config_stay_read_only(
         return;
     }
     let repo = Repo::new(|repo| {
-        // A submodule's layout: its repository under .git/modules, a `.git` file in `sub`.
-        std::fs::create_dir_all(repo.project.join(".git/modules")).expect("modules");
-        repo.adopt();
-        repo.git_in(
-            &repo.project,
-            &[
-                "init",
-                "-q",
-                "-b",
-                "main",
-                "--separate-git-dir=.git/modules/sub",
-                "sub",
-            ],
-        );
+        repo.add_submodule("sub");
         repo.git_in(
             &repo.project.join("sub"),
             &["commit", "-q", "--allow-empty", "-m", "sub-init"],
@@ -465,4 +461,110 @@ fn an_existing_submodule_commits_inside_but_its_hooks_and_config_stay_read_only(
     let log = String::from_utf8_lossy(&log.stdout);
     assert!(log.starts_with("inside-the-submodule\n"), "{log}");
     repo.host_git_runs_nothing(&repo.project.join("sub"));
+}
+
+#[test]
+fn a_repository_planted_where_the_walk_does_not_look_and_linked_in_the_index_runs_nothing() {
+    if skip(
+        "a_repository_planted_where_the_walk_does_not_look_and_linked_in_the_index_runs_nothing",
+    ) {
+        return;
+    }
+    let repo = Repo::new(|_| {});
+    // `node_modules` is not walked; a gitlink in the (writable) index makes the host's
+    // `git status` recurse into the repository planted there, with its configuration.
+    let output = repo.attack(&format!(
+        "{PLANT}plant \"$P/fsmon\" && D=node_modules/x && mkdir -p $D && cd $D && \
+         git init -q . && git commit -q --allow-empty -m x && \
+         git config core.fsmonitor \"$P/fsmon\" && SHA=$(git rev-parse HEAD) && cd \"$P\" && \
+         git update-index --add --cacheinfo 160000,$SHA,$D"
+    ));
+    assert_eq!(completed(&output), 0, "{}", output.stderr);
+    repo.host_git_runs_nothing(&repo.project);
+    assert!(
+        repo.quarantined("node_modules/x/.git/config"),
+        "{}",
+        output.stderr
+    );
+}
+
+#[test]
+fn a_submodules_commondir_and_a_toolchain_path_run_nothing() {
+    if skip("a_submodules_commondir_and_a_toolchain_path_run_nothing") {
+        return;
+    }
+    let repo = Repo::new(|repo| {
+        repo.add_submodule("sub");
+    });
+    let output = repo.attack(&format!(
+        "{PLANT}plant \"$P/fsmon\"; mkdir -p evil/objects evil/refs; \
+         printf '[core]\\n\\tfsmonitor = %s/fsmon\\n' \"$P\" > evil/config; \
+         echo ../../../evil > .git/modules/sub/commondir; \
+         printf '[toolchain]\\npath = \"%s/tc\"\\n' \"$P\" > rust-toolchain.toml; \
+         printf '[core]\\n\\trepositoryformatversion = 0 ;\\\\\\n\\tfsmonitor = %s/fsmon\\n' \"$P\" \
+         > .git/config 2>/dev/null || echo CONFIG-READ-ONLY; \
+         mkdir fresh && cd fresh && git init -q . && \
+         printf '[core]\\n\\trepositoryformatversion = 0 ;\\\\\\n\\tfsmonitor = %s/fsmon\\n' \"$P\" \
+         > .git/config"
+    ));
+    assert_eq!(completed(&output), 0, "{}", output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+
+    assert!(
+        stdout.contains("CONFIG-READ-ONLY"),
+        "{stdout}\n{}",
+        output.stderr
+    );
+    repo.host_git_runs_nothing(&repo.project.join("sub"));
+    repo.host_git_runs_nothing(&repo.project.join("fresh"));
+    // A comment ending in a backslash hides nothing: git reads the next line as a key.
+    assert!(repo.quarantined("fresh/.git/config"), "{}", output.stderr);
+    assert!(repo.quarantined("rust-toolchain.toml"), "{}", output.stderr);
+    // Created during the run, the submodule's commondir is set aside.
+    assert!(
+        repo.quarantined(".git/modules/sub/commondir"),
+        "{}",
+        output.stderr
+    );
+}
+
+#[test]
+fn a_command_that_ignores_signals_is_killed_and_the_check_still_runs() {
+    if skip("a_command_that_ignores_signals_is_killed_and_the_check_still_runs") {
+        return;
+    }
+    let repo = Repo::new(|_| {});
+    let mut command = repo.home.command();
+    command
+        .args(["run", "--", "sh", "-c"])
+        .arg("trap '' TERM HUP INT; echo 'touch x' > .envrc; echo READY; sleep 100")
+        .env("AIRLOCK_HOME", repo.home.airlock_home())
+        .current_dir(&repo.project)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("airlock run");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("READY");
+    assert_eq!(line.trim(), "READY");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    // The first SIGTERM is passed on (and ignored); the second kills the command, and
+    // airlock lives on to check the writable directories.
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("first");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("second");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "airlock did not end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(137), "{stderr}");
+    assert!(repo.quarantined(".envrc"), "{stderr}");
 }

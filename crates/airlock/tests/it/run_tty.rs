@@ -202,3 +202,61 @@ fn a_sandbox_exec_command_cannot_push_keystrokes_into_the_users_shell() {
     );
     nothing_pushed(&tmux, &scratch, &line);
 }
+
+#[test]
+fn a_command_flooding_terminal_queries_it_never_reads_cannot_hold_airlock() {
+    let name = "a_command_flooding_terminal_queries_it_never_reads_cannot_hold_airlock";
+    if !namespaces_available(name) {
+        return;
+    }
+    let home = RunHome::new();
+    let scratch = home.scratch();
+    std::fs::write(
+        scratch.join("flood.py"),
+        "import os, time, tty\ntty.setraw(0)\nos.write(1, b'\\x1b[6n' * 3000)\ntime.sleep(2)\n",
+    )
+    .expect("script");
+    let tmux = host_shell("flood", &scratch);
+    // Each query makes the terminal answer into airlock's input; the command reads none.
+    let line = format!(
+        "AIRLOCK_HOME={} {} run -- python3 flood.py; echo RUN-DONE",
+        home.airlock_home().display(),
+        env!("CARGO_BIN_EXE_airlock"),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.expect_that("RUN-DONE after the run", |screen| {
+        screen.lines().any(|l| l.starts_with("RUN-DONE"))
+    });
+    tmux.keys(&["echo AFTER-$((6*7))", "Enter"]);
+    tmux.expect("AFTER-42");
+    // The terminal's answers were read and dropped: none reached the host shell.
+    let screen = tmux.screen();
+    let after = screen.split("RUN-DONE").last().unwrap_or_default();
+    assert!(!after.contains("R1"), "{screen}");
+}
+
+#[test]
+fn a_command_started_in_the_background_cannot_read_what_the_user_types() {
+    let name = "a_command_started_in_the_background_cannot_read_what_the_user_types";
+    if !namespaces_available(name) {
+        return;
+    }
+    let home = RunHome::new();
+    let scratch = home.scratch();
+    let tmux = host_shell("background", &scratch);
+    let line = format!(
+        "AIRLOCK_HOME={} {} run -- sh -c 'sleep 2; read x; echo \"GOT[$x]\"' &",
+        home.airlock_home().display(),
+        env!("CARGO_BIN_EXE_airlock"),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    // What the user types next is for the shell, not for the command in the background.
+    tmux.keys(&["echo TYPED-$((6*7))", "Enter"]);
+    tmux.expect("TYPED-42");
+    // The command read the end of its input, not the line the user typed.
+    tmux.expect("GOT[]");
+    let screen = tmux.screen();
+    assert!(!screen.contains("GOT[echo"), "{screen}");
+    assert!(screen.contains("standard input is /dev/null"), "{screen}");
+}
