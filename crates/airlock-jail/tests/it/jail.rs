@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use airlock_jail::{ExecFailure, Jail, JailError, JailExit, JailSpec, RunningJail, SetupStep};
 
-use crate::support::{ANY_ADDRESS_CLIENT, BOUND, expect_any_address_traffic};
+use crate::support::{
+    ANY_ADDRESS_CLIENT, BOUND, NAMESPACES_REFUSED, expect_any_address_traffic, spawn_or_skip,
+};
 
 fn spec(argv: &[&str]) -> JailSpec {
     JailSpec {
@@ -31,24 +33,6 @@ fn spec(argv: &[&str]) -> JailSpec {
         filesystem: None,
         stdio: None,
         terminal: None,
-    }
-}
-
-/// What a test that cannot build a jail here says (a failure under
-/// `AIRLOCK_TEST_REQUIRE`: [`crate::support::skip_or_fail`]).
-const NAMESPACES_REFUSED: &str = "the kernel refuses unprivileged namespaces here (allow them: \
-     `sysctl kernel.unprivileged_userns_clone=1`, `user.max_user_namespaces` > 0)";
-
-/// Spawns the jail, or returns `None` (after saying why) when the kernel
-/// refuses namespaces.
-fn spawn_or_skip(spec: JailSpec) -> Option<RunningJail> {
-    match Jail::spawn(spec) {
-        Ok(jail) => Some(jail),
-        Err(JailError::NamespacesUnavailable { why }) => {
-            crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
-            None
-        }
-        Err(error) => panic!("spawning the jail failed: {error}"),
     }
 }
 

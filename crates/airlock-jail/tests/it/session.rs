@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 
-use airlock_jail::{FsConfinement, Jail, JailEntry, JailExit, JailSpec};
+use airlock_jail::{FsConfinement, JailEntry, JailExit, JailSpec};
 
 use crate::support::BOUND;
 
@@ -34,17 +34,7 @@ fn python_in_jail(dir: &std::path::Path, script: &str) -> Option<(JailExit, Stri
         }),
         ..JailSpec::default()
     };
-    let mut jail = match Jail::spawn(spec) {
-        Ok(jail) => jail,
-        Err(airlock_jail::JailError::NamespacesUnavailable { why }) => {
-            crate::support::skip_or_fail(&format!(
-                "the kernel refuses unprivileged namespaces here (allow them: \
-                 `sysctl kernel.unprivileged_userns_clone=1`): {why}"
-            ));
-            return None;
-        }
-        Err(error) => panic!("spawning the jail failed: {error}"),
-    };
+    let mut jail = crate::support::spawn_or_skip(spec)?;
     jail.start().expect("start");
     let exit = jail.wait_timeout(BOUND).expect("wait").unwrap_or_else(|| {
         let _ = jail.kill();
@@ -169,16 +159,8 @@ fn a_command_entering_a_jail_leaves_the_callers_session_and_descriptors() {
         cwd: "/".into(),
         ..JailSpec::default()
     };
-    let mut jail = match Jail::spawn(spec) {
-        Ok(jail) => jail,
-        Err(airlock_jail::JailError::NamespacesUnavailable { why }) => {
-            crate::support::skip_or_fail(&format!(
-                "the kernel refuses unprivileged namespaces here (allow them: \
-                 `sysctl kernel.unprivileged_userns_clone=1`): {why}"
-            ));
-            return;
-        }
-        Err(error) => panic!("spawning the jail failed: {error}"),
+    let Some(mut jail) = crate::support::spawn_or_skip(spec) else {
+        return;
     };
     jail.start().expect("start");
     // A directory descriptor the caller left open without close-on-exec.

@@ -106,3 +106,21 @@ pub fn expect_any_address_traffic(listeners: &mut Vec<HandedListener>, ipv6: boo
     assert_eq!(datagram.original_destination, Some(resolver));
     send_datagram_from(&dns, b"dns-answer", datagram.source, resolver).expect("send");
 }
+
+/// What a test that cannot build a jail here says (a failure under
+/// `AIRLOCK_TEST_REQUIRE`: [`skip_or_fail`]).
+pub const NAMESPACES_REFUSED: &str = "the kernel refuses unprivileged namespaces here (allow them: \
+     `sysctl kernel.unprivileged_userns_clone=1`, `user.max_user_namespaces` > 0)";
+
+/// Spawns the jail, or returns `None` (after saying why) when the kernel
+/// refuses namespaces.
+pub fn spawn_or_skip(spec: airlock_jail::JailSpec) -> Option<airlock_jail::RunningJail> {
+    match airlock_jail::Jail::spawn(spec) {
+        Ok(jail) => Some(jail),
+        Err(airlock_jail::JailError::NamespacesUnavailable { why }) => {
+            skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
+            None
+        }
+        Err(error) => panic!("spawning the jail failed: {error}"),
+    }
+}
