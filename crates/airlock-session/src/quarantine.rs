@@ -192,7 +192,17 @@ impl EndCheck {
         let Some(work_tree) = git_dir.parent() else {
             return;
         };
-        for path in gitlinks(git_dir, work_tree) {
+        let links = match gitlinks(git_dir, work_tree) {
+            Ok(links) => links,
+            Err(why) => {
+                findings.push(Finding::Unchecked(format!(
+                    "cannot list the submodules of {}: {why}",
+                    git_dir.display()
+                )));
+                return;
+            }
+        };
+        for path in links {
             let dot_git = work_tree.join(path).join(".git");
             let Ok(metadata) = std::fs::symlink_metadata(&dot_git) else {
                 continue;
@@ -341,10 +351,12 @@ fn mentions_running_keys(text: &str) -> bool {
 const GITLINK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The paths of the gitlinks (mode 160000) in the index of `git_dir`, as the host's git
-/// reads it; none when git is not installed (then no host git recurses either) or does not
-/// answer in time. Its configuration and hooks are the ones present at the start (both
-/// are write-protected), and neither fsmonitor nor hooks are let run.
-fn gitlinks(git_dir: &Path, work_tree: &Path) -> Vec<PathBuf> {
+/// reads it; none when git is not installed or cannot read the index (then no host git
+/// follows the links either). Git that does not answer in time (an index the command made
+/// huge) is an error: the check cannot say what is linked. Its configuration and hooks are the ones
+/// present at the start (both are write-protected), and neither fsmonitor nor hooks are
+/// let run.
+fn gitlinks(git_dir: &Path, work_tree: &Path) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::ffi::OsStrExt;
     let child = std::process::Command::new("git")
         .arg("--git-dir")
@@ -362,8 +374,10 @@ fn gitlinks(git_dir: &Path, work_tree: &Path) -> Vec<PathBuf> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn();
-    let Ok(mut child) = child else {
-        return Vec::new();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot run git: {e}")),
     };
     let mut stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
@@ -374,22 +388,35 @@ fn gitlinks(git_dir: &Path, work_tree: &Path) -> Vec<PathBuf> {
         out
     });
     let deadline = std::time::Instant::now() + GITLINK_TIMEOUT;
-    while child.try_wait().ok().flatten().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if std::time::Instant::now() <= deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!("git ls-files took more than {GITLINK_TIMEOUT:?}"));
+            }
+            Err(e) => break Err(format!("waiting for git: {e}")),
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    };
     let out = reader.join().unwrap_or_default();
-    out.split(|byte| *byte == 0)
+    let status = status?;
+    if !status.success() {
+        // Git cannot read this index (not a repository, a corrupt index): the host's git,
+        // the same program, cannot follow its links either.
+        return Ok(Vec::new());
+    }
+    Ok(out
+        .split(|byte| *byte == 0)
         .filter_map(|entry| {
             let (head, path) = entry.split_at(entry.iter().position(|b| *b == b'\t')?);
             head.starts_with(b"160000 ")
                 .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&path[1..])))
         })
-        .collect()
+        .collect())
 }
 
 /// Quarantines `path`, recording the outcome.
