@@ -1,13 +1,13 @@
 //! Folding of repeated lines, so that a flood of identical decisions (a DNS query sent in a
 //! loop, a refused request retried) cannot fill the disk.
 //!
-//! Two events are *identical* when every field but `ms` is equal (`ts` is not part of the
-//! event): same kind, decision, rule, reason, destination, path, query, status, bytes,
+//! Two events are *identical* when every field but `ms` and `id` is equal (`ts` is not
+//! part of the event): same kind, decision, rule, reason, destination, path, query, status, bytes,
 //! secrets, connection, phase, name, server, tool, argument and message. The first of a run is written at
 //! once and opens a window of [`WINDOW`]; identical events within the window are counted,
 //! not written. When the window ends (checked at least every [`WINDOW`], on
 //! [`crate::AuditLog::flush`] and when the log closes) one more line is written if any
-//! were counted: the last of them, with `"count":N` for the N it stands for. Summing
+//! were counted: the last of them (its `id` too), with `"count":N` for the N it stands for. Summing
 //! `count` (1 where absent) over the lines therefore gives the number of events.
 //!
 //! At most [`MAX_OPEN`] windows are open; beyond that, events are written as they come.
@@ -108,14 +108,15 @@ impl Folds {
     }
 }
 
-/// Whether two events are identical but for `ms`.
+/// Whether two events are identical but for `ms` and `id`.
 fn identical(a: &AuditEvent, b: &AuditEvent) -> bool {
     let mut b = b.clone();
     b.ms = a.ms;
+    b.id = a.id;
     *a == b
 }
 
-/// A hash of the fields that usually tell events apart (not `ms`).
+/// A hash of the fields that usually tell events apart (not `ms`, not `id`).
 fn fold_hash(event: &AuditEvent) -> u64 {
     let mut hasher = DefaultHasher::new();
     event.kind.hash(&mut hasher);
@@ -185,11 +186,12 @@ mod tests {
     }
 
     #[test]
-    fn only_ms_is_ignored_and_everything_closes_on_demand() {
+    fn only_ms_and_id_are_ignored_and_everything_closes_on_demand() {
         let mut folds = Folds::default();
         let now = Instant::now();
         let timed = |ms: f64, conn: u64| {
             Box::new(AuditEvent {
+                id: Some(crate::DecisionId::next()),
                 ms: Some(ms),
                 conn: Some(conn),
                 ..*dns("a.example")

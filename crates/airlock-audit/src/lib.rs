@@ -17,14 +17,14 @@
 //!
 //! # Line format
 //!
-//! Keys appear in this order. `ts`, `kind`, `decision` and `rule` (`null` when no rule
-//! decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
+//! Keys appear in this order. `ts`, `id`, `kind`, `decision` and `rule` (`null` when no
+//! rule decided) are always written; `secrets` is always written on `http`, `ws` and `mcp`
 //! lines (`[]` when none); every other key is written only when known. `would` (always
 //! `deny`) marks a line that report mode let through although the policy refuses it; its
 //! `reason` is the refusal it would have had; `asked` (always `true`) marks a request ask
 //! mode held and asked about:
 //!
-//! `ts kind decision would asked rule reason method scheme host port path query status
+//! `ts id kind decision would asked rule reason method scheme host port path query status
 //! bytes_up bytes_down ms secrets conn name qtype server tool argument form credential
 //! message phase refused lost count`
 //!
@@ -38,13 +38,28 @@
 //! `query` has every value replaced by `REDACTED` (`a=1&b` → `a=REDACTED&b`). `phase` is
 //! `open` on the line written when a long-lived `tcp` or `ws` connection opens and `close`
 //! on its line at the end. `count` (at least 1) is written only on a line that stands for
-//! that many identical events folded within one second ([`fold`]).
+//! that many identical events folded within one second ([`fold`]); such a line carries the
+//! `id` of the last event it stands for. `id` is the decision's [`DecisionId`]: 32 hex
+//! digits, unique within a run ([`id`]).
+//!
+//! The event is typed from the step that decides to the writer ([`AuditEvent`], in
+//! [`event`]); [`line`] is the one place it becomes text, and the control plane's tap gets
+//! the typed event beside the text ([`LineTap`]).
 
 #![forbid(unsafe_code)]
 
 pub mod ack;
+pub mod chain;
+pub mod checkpoint;
+pub mod event;
 pub mod fold;
+pub mod id;
+pub mod line;
+pub mod ocsf;
 pub mod output;
+pub mod signing;
+mod time;
+pub mod verify;
 pub mod writer;
 
 use std::borrow::Cow;
@@ -56,12 +71,14 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
 use crate::ack::Acker;
 pub use crate::ack::{Ack, Unavailable};
+pub use crate::event::{AuditEvent, Decision, DecisionId, Kind, Phase};
+pub(crate) use crate::line::Line;
+pub use crate::line::{Written, redact_query};
 use crate::output::{Output, Rotation};
 pub use crate::output::{ROTATED_KEEP, number_and_unit, parse_size};
+pub use crate::time::format_timestamp;
 pub use crate::writer::RETRY_INTERVAL;
 use crate::writer::Writer;
 
@@ -71,120 +88,11 @@ pub const QUEUE_CAPACITY: usize = 65_536;
 /// The value every query parameter is logged with.
 pub const REDACTED: &str = "REDACTED";
 
-/// What a line is about.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// An HTTP request (intercepted or plain), or a CONNECT refused as such.
-    #[default]
-    Http,
-    /// A raw TCP connection.
-    Tcp,
-    /// A DNS query answered by airlock.
-    Dns,
-    /// An MCP `tools/call` decision.
-    Mcp,
-    /// A WebSocket session (written when it ends).
-    Ws,
-    /// A policy change (admin API).
-    Policy,
-    /// The audit log itself: written again after an outage, or its file reopened.
-    Audit,
-    /// A file the end-of-run check quarantined (or could not check), by name only.
-    Fs,
-}
-
-/// Allowed or refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Let through.
-    Allow,
-    /// Refused (the default, so that a forgotten field never reads as a pass).
-    #[default]
-    Deny,
-}
-
-/// Which end of a long-lived connection a line is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// The connection was just opened (allowed and relayed from now on).
-    Open,
-    /// The connection ended (bytes and duration are final).
-    Close,
-}
-
 /// How a file log is written ([`AuditLog::open_with`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogOptions {
     /// Rotate the file before it would grow beyond this many bytes (`None`: never).
     pub max_size: Option<u64>,
-}
-
-/// One decision to log. Fields left `None` (or an empty `secrets`) are left out of the line,
-/// except as the [crate documentation](crate) says.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AuditEvent {
-    /// What the line is about.
-    pub kind: Kind,
-    /// Allowed or refused.
-    pub decision: Decision,
-    /// `Some("deny")` when report mode let through what the policy refuses (`reason`
-    /// says why it would have been refused).
-    pub would: Option<&'static str>,
-    /// `Some(true)` when ask mode held the request and asked about it.
-    pub asked: Option<bool>,
-    /// The rule id that decided (`network.allow[0]`), if any.
-    pub rule: Option<String>,
-    /// The refusal reason (`host_not_allowed`, ...).
-    pub reason: Option<&'static str>,
-    /// The request method.
-    pub method: Option<String>,
-    /// `http` or `https`.
-    pub scheme: Option<&'static str>,
-    /// Destination host name or address.
-    pub host: Option<String>,
-    /// Destination port.
-    pub port: Option<u16>,
-    /// The canonical path, without query.
-    pub path: Option<String>,
-    /// The raw query (without `?`); its values are redacted when written.
-    pub query: Option<String>,
-    /// The HTTP status sent to the client.
-    pub status: Option<u16>,
-    /// Bytes from the client to the upstream.
-    pub bytes_up: Option<u64>,
-    /// Bytes from the upstream to the client.
-    pub bytes_down: Option<u64>,
-    /// Duration in milliseconds.
-    pub ms: Option<f64>,
-    /// Names of the secrets swapped or injected.
-    pub secrets: Vec<String>,
-    /// The client connection number.
-    pub conn: Option<u64>,
-    /// The queried name (`dns` lines).
-    pub name: Option<String>,
-    /// The query type (`dns` lines: `A`, `AAAA`, ...).
-    pub qtype: Option<String>,
-    /// The stdio MCP server's name (`mcp` lines of `airlock mcp`).
-    pub server: Option<String>,
-    /// The MCP tool name (`mcp` lines).
-    pub tool: Option<String>,
-    /// The guarded argument's name (never its value) on `mcp_argument_denied` lines.
-    pub argument: Option<String>,
-    /// How a refused credential travelled: `surrogate`, `real` or `cleartext`.
-    pub form: Option<&'static str>,
-    /// The kind of a well-known credential format found (`github`, `aws`, ...).
-    pub credential: Option<&'static str>,
-    /// A free-form explanation.
-    pub message: Option<String>,
-    /// `open` or `close` for a long-lived `tcp` or `ws` connection.
-    pub phase: Option<Phase>,
-    /// Requests refused while the log was unavailable (`audit` lines).
-    pub refused: Option<u64>,
-    /// Lines that could not be written while the log was unavailable (`audit` lines).
-    pub lost: Option<u64>,
 }
 
 /// Why the log could not be opened.
@@ -324,9 +232,10 @@ pub struct Status {
 /// that reached an event anyway is written as `[REDACTED:NAME]`).
 pub type LineFilter = Arc<dyn for<'a> Fn(&'a str) -> Cow<'a, str> + Send + Sync>;
 
-/// Receives every line exactly as written (after the [`LineFilter`], without the newline),
-/// on the writer thread: it must not block (hand the line on with a non-blocking send).
-pub type LineTap = Arc<dyn Fn(&str) + Send + Sync>;
+/// Receives every line exactly as written (after the [`LineFilter`], without the newline)
+/// with its typed event ([`Written`]), on the writer thread: it must not block (hand the
+/// line on with a non-blocking send).
+pub type LineTap = Arc<dyn Fn(&Written<'_>) + Send + Sync>;
 
 pub(crate) enum Message {
     /// One event, acknowledged (`ack`) or not.
@@ -363,6 +272,28 @@ impl AuditLog {
         Self::with_sink(output, QUEUE_CAPACITY)
     }
 
+    /// [`AuditLog::open_with`], with checkpoints of the line chain signed as `signing` says
+    /// ([`checkpoint`]) and lines written in `format` ([`ocsf`]).
+    pub fn open_signed(
+        dest: &str,
+        options: LogOptions,
+        signing: checkpoint::Signing,
+        format: ocsf::Format,
+    ) -> Result<AuditLog, AuditError> {
+        let mut output = if dest == "-" {
+            Output::new(Box::new(io::stdout()))
+        } else {
+            let rotation = options.max_size.map(Rotation::new);
+            Output::file(PathBuf::from(dest), rotation).map_err(|source| AuditError::Open {
+                path: dest.to_owned(),
+                source,
+            })?
+        };
+        output.sign_with(signing);
+        output.format_with(format);
+        Self::with_sink(output, QUEUE_CAPACITY)
+    }
+
     /// A log that writes nowhere but still serialises, filters and hands every line to its
     /// [tap](AuditLog::tap_with) (no `--log`, but an admin API streaming events).
     pub fn discarding() -> Result<AuditLog, AuditError> {
@@ -391,8 +322,9 @@ impl AuditLog {
         })
     }
 
-    /// Records one event without blocking: stamps `ts` now and queues it for the writer. If
-    /// the queue is full the log becomes unavailable (and the event is lost).
+    /// Records one event without blocking: stamps `ts` now (and an `id`, if the event has
+    /// none) and queues it for the writer. If the queue is full the log becomes
+    /// unavailable (and the event is lost).
     pub fn record(&self, event: AuditEvent) {
         self.queue(event, None);
     }
@@ -415,13 +347,14 @@ impl AuditLog {
         ack
     }
 
-    fn queue(&self, event: AuditEvent, ack: Option<Acker>) {
+    fn queue(&self, mut event: AuditEvent, ack: Option<Acker>) {
         let Some(inner) = &self.inner else {
             return;
         };
         let Some(sender) = &inner.sender else {
             return;
         };
+        event.id.get_or_insert_with(DecisionId::next);
         let ts = format_timestamp(SystemTime::now());
         let message = Message::Event {
             ts,
@@ -528,222 +461,12 @@ impl Drop for Inner {
     }
 }
 
-/// The serialised form of an event (field order = key order of the line).
-#[derive(Serialize)]
-struct Line<'a> {
-    ts: &'a str,
-    kind: Kind,
-    decision: Decision,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    would: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    asked: Option<bool>,
-    rule: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    method: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scheme: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    host: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    port: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    path: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    query: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bytes_up: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bytes_down: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    secrets: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    conn: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    qtype: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    server: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    argument: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    form: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    credential: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    phase: Option<Phase>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    refused: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lost: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    count: Option<u64>,
-}
-
-impl<'a> Line<'a> {
-    fn new(ts: &'a str, event: &'a AuditEvent, count: Option<u64>) -> Self {
-        let request_kind = matches!(event.kind, Kind::Http | Kind::Ws | Kind::Mcp);
-        Line {
-            ts,
-            kind: event.kind,
-            decision: event.decision,
-            would: event.would,
-            asked: event.asked,
-            rule: event.rule.as_deref(),
-            reason: event.reason,
-            method: event.method.as_deref(),
-            scheme: event.scheme,
-            host: event.host.as_deref(),
-            port: event.port,
-            path: event.path.as_deref(),
-            query: event.query.as_deref().map(redact_query),
-            status: event.status,
-            bytes_up: event.bytes_up,
-            bytes_down: event.bytes_down,
-            // Microsecond precision is plenty and keeps float noise out of the log.
-            ms: event.ms.map(|ms| (ms * 1000.0).round() / 1000.0),
-            secrets: (request_kind || !event.secrets.is_empty()).then_some(&event.secrets[..]),
-            conn: event.conn,
-            name: event.name.as_deref(),
-            qtype: event.qtype.as_deref(),
-            server: event.server.as_deref(),
-            tool: event.tool.as_deref(),
-            argument: event.argument.as_deref(),
-            form: event.form,
-            credential: event.credential,
-            message: event.message.as_deref(),
-            phase: event.phase,
-            refused: event.refused,
-            lost: event.lost,
-            count,
-        }
-    }
-}
-
-/// Replaces the value of every `key=value` pair of `query` by [`REDACTED`]; pairs without
-/// `=` are kept as they are (`a=1&b` → `a=REDACTED&b`).
-pub fn redact_query(query: &str) -> String {
-    let mut redacted = String::with_capacity(query.len());
-    for (index, pair) in query.split('&').enumerate() {
-        if index > 0 {
-            redacted.push('&');
-        }
-        match pair.split_once('=') {
-            Some((key, _)) => {
-                redacted.push_str(key);
-                redacted.push('=');
-                redacted.push_str(REDACTED);
-            }
-            None => redacted.push_str(pair),
-        }
-    }
-    redacted
-}
-
-/// `time` as RFC 3339 UTC with microseconds: `2026-11-22T10:00:00.123456Z`. Times before
-/// 1970 are written as the epoch.
-pub fn format_timestamp(time: SystemTime) -> String {
-    let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let seconds = since_epoch.as_secs();
-    let days = seconds / 86_400;
-    let second_of_day = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60,
-        since_epoch.subsec_micros()
-    )
-}
-
-/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (H. Hinnant's
-/// `civil_from_days`, restricted to dates from the epoch on).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shift the epoch to 0000-03-01 so that leap days end each 400-year era.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153; // 0 = March
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn civil_dates_match_known_days() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(59), (1970, 3, 1));
-        assert_eq!(civil_from_days(10_957), (2000, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
-        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
-        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
-        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
-    }
-
-    #[test]
-    fn civil_dates_walk_the_calendar_day_by_day() {
-        let month_length = |year: u64, month: u64| match month {
-            2 if (year.is_multiple_of(4) && !year.is_multiple_of(100))
-                || year.is_multiple_of(400) =>
-            {
-                29
-            }
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            _ => 31,
-        };
-        let mut expected = (1970, 1, 1);
-        for days in 0..200_000 {
-            assert_eq!(civil_from_days(days), expected, "day {days}");
-            let (year, month, day) = expected;
-            expected = if day < month_length(year, month) {
-                (year, month, day + 1)
-            } else if month < 12 {
-                (year, month + 1, 1)
-            } else {
-                (year + 1, 1, 1)
-            };
-        }
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339_utc_with_microseconds() {
-        let at = UNIX_EPOCH + Duration::new(1_795_341_600, 123_456_789);
-        assert_eq!(format_timestamp(at), "2026-11-22T10:00:00.123456Z");
-        assert_eq!(format_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
-        let before = UNIX_EPOCH - Duration::from_secs(1);
-        assert_eq!(format_timestamp(before), "1970-01-01T00:00:00.000000Z");
-        let last = UNIX_EPOCH + Duration::new(951_868_799, 999_999_999);
-        assert_eq!(format_timestamp(last), "2000-02-29T23:59:59.999999Z");
-    }
 
     /// A sink that accepts nothing until the test lets it go.
     struct Stalled(std::sync::mpsc::Receiver<()>);
@@ -946,16 +669,5 @@ mod tests {
         }
         assert!(log.healthy(), "retried within the interval");
         assert_eq!(disk.lines()[0]["kind"], "audit");
-    }
-
-    #[test]
-    fn query_values_are_redacted() {
-        assert_eq!(redact_query("a=1&b"), "a=REDACTED&b");
-        assert_eq!(redact_query("a=1&a=2"), "a=REDACTED&a=REDACTED");
-        assert_eq!(redact_query("token"), "token");
-        assert_eq!(redact_query(""), "");
-        assert_eq!(redact_query("a="), "a=REDACTED");
-        assert_eq!(redact_query("a=b=c&&d=%3D%26"), "a=REDACTED&&d=REDACTED");
-        assert_eq!(redact_query("k%20x=v%20y"), "k%20x=REDACTED");
     }
 }

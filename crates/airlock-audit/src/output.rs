@@ -2,7 +2,10 @@
 //! with a maximum size is rotated before a line would make it larger: `audit.jsonl` becomes
 //! `audit.jsonl.1`, `.1` becomes `.2`, ... and the oldest, `.`[`ROTATED_KEEP`], is removed;
 //! a new `audit.jsonl` (mode 0600) takes the next line. A line is never split across files.
-//! A rotation that fails is a failed write.
+//! A rotation that fails is a failed write. The writer rotates through
+//! `Output::rotation_due` and `Output::rotate` so that it can start the new file with a
+//! signed checkpoint ([`crate::checkpoint`]), which does not count towards the next rotation
+//! (`Output::mark_floor`).
 //!
 //! A batch is written whole or not at all: when a write fails part-way (a full disk), the
 //! file is cut back to its length before the batch, so that no partial line stays behind
@@ -14,6 +17,10 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::chain::Head;
+use crate::checkpoint::Signing;
+use crate::ocsf::Format;
 
 /// How many rotated files are kept (`audit.jsonl.1` ... `audit.jsonl.5`).
 pub const ROTATED_KEEP: usize = 5;
@@ -116,6 +123,15 @@ pub(crate) struct Output {
     lines: u64,
     /// The file was reopened at its path since this was last taken.
     reopened: bool,
+    /// Bytes at the top of the current file that do not count as content for rotation
+    /// (the checkpoint a rotation starts the file with).
+    floor: u64,
+    /// Where the chain goes on from ([`crate::chain::resume`]), until the writer takes it.
+    resume: Option<Head>,
+    /// The key checkpoints are signed with, until the writer takes it.
+    signing: Option<Signing>,
+    /// How lines are written.
+    format: Format,
 }
 
 impl Output {
@@ -127,12 +143,19 @@ impl Output {
             batch: Vec::with_capacity(8192),
             lines: 0,
             reopened: false,
+            floor: 0,
+            resume: None,
+            signing: None,
+            format: Format::Airlock,
         }
     }
 
     /// Opens the file at `path` for appending, rotated as `rotation` says (`None`: never).
+    /// The chain goes on from the file's last line (or that of `PATH.1`).
     pub(crate) fn file(path: PathBuf, rotation: Option<Rotation>) -> io::Result<Self> {
         let mut output = Output::new(Box::new(io::sink()));
+        let rotated = rotation.as_ref().map(|_| numbered(&path, 1));
+        output.resume = Some(crate::chain::resume(&path, rotated.as_deref())?);
         output.sink = Sink::File(LogFile::open(path)?);
         output.rotation = rotation;
         Ok(output)
@@ -141,13 +164,9 @@ impl Output {
     /// Adds one line (`line` without its newline) to the batch, rotating first (after
     /// writing the batch so far) if it would not fit.
     pub(crate) fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
-        let len = line.len() as u64 + 1;
-        if let (Some(rotation), Sink::File(file)) = (&self.rotation, &self.sink) {
-            let size = file.committed + self.batch.len() as u64;
-            if size > 0 && size + len > rotation.max_size {
-                self.flush()?;
-                self.rotate()?;
-            }
+        if self.rotation_due(line.len()) {
+            self.flush()?;
+            self.rotate()?;
         }
         self.batch.extend_from_slice(line);
         self.batch.push(b'\n');
@@ -155,13 +174,57 @@ impl Output {
         Ok(())
     }
 
-    fn rotate(&mut self) -> io::Result<()> {
+    /// Whether a line of `len` bytes (without its newline) rotates the file first: it
+    /// would make the file larger than its maximum and the file holds more than its floor.
+    pub(crate) fn rotation_due(&self, len: usize) -> bool {
+        let (Some(rotation), Sink::File(file)) = (&self.rotation, &self.sink) else {
+            return false;
+        };
+        let size = file.committed + self.batch.len() as u64;
+        size > self.floor && size + len as u64 + 1 > rotation.max_size
+    }
+
+    /// Rotates now (the batch must have been written): a new, empty file at the path.
+    pub(crate) fn rotate(&mut self) -> io::Result<()> {
         let Sink::File(file) = &mut self.sink else {
             return Ok(());
         };
         shift(&file.path)?;
         *file = LogFile::open(file.path.clone())?;
+        self.floor = 0;
         Ok(())
+    }
+
+    /// What the file holds so far (with the batch) does not count towards rotation.
+    pub(crate) fn mark_floor(&mut self) {
+        if let Sink::File(file) = &self.sink {
+            self.floor = file.committed + self.batch.len() as u64;
+        }
+    }
+
+    /// The head the chain goes on from (a new chain for anything but a file).
+    pub(crate) fn take_resume(&mut self) -> Head {
+        self.resume.take().unwrap_or_default()
+    }
+
+    /// Sets the key checkpoints are signed with.
+    pub(crate) fn sign_with(&mut self, signing: Signing) {
+        self.signing = Some(signing);
+    }
+
+    /// The key checkpoints are signed with, if any.
+    pub(crate) fn take_signing(&mut self) -> Option<Signing> {
+        self.signing.take()
+    }
+
+    /// Sets how lines are written.
+    pub(crate) fn format_with(&mut self, format: Format) {
+        self.format = format;
+    }
+
+    /// How lines are written.
+    pub(crate) fn format(&self) -> Format {
+        self.format
     }
 
     /// Writes the batch. On failure nothing of it stays in the file (when the file can be
@@ -188,6 +251,7 @@ impl Output {
                 if !file.in_place() {
                     *file = LogFile::open(file.path.clone())?;
                     self.reopened = true;
+                    self.floor = 0;
                 }
                 match file.file.write_all(&self.batch) {
                     Ok(()) => {

@@ -10,6 +10,12 @@
 //! unavailable, for how long, how many requests were refused and how many lines were lost
 //! meanwhile (docs/contract.md §5), and from then on requests are served again.
 //!
+//! Every line is sealed with its `"chain"` ([`crate::chain`]) after the filter; the chain
+//! head moves with the lines of the batch and goes back to the last batch written when a
+//! batch is lost. With a key ([`crate::checkpoint::Signing`]) the writer adds a signed
+//! checkpoint every N lines or T seconds, at the top of each file a rotation starts and
+//! when the log is closed ([`crate::checkpoint`]).
+//!
 //! [`fold`]: crate::fold
 
 use std::borrow::Cow;
@@ -20,7 +26,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::ack::Acker;
+use crate::chain::{Head, SUFFIX_LEN};
+use crate::checkpoint::{self, Signing};
 use crate::fold::{Folds, Pending};
+use crate::ocsf::Format;
 use crate::output::Output;
 use crate::{AuditEvent, Decision, Health, Kind, Line, Message, format_timestamp};
 
@@ -47,10 +56,24 @@ pub(crate) struct Writer {
     acks: Vec<Acker>,
     /// Reused for each serialised line.
     buffer: Vec<u8>,
+    /// Reused for each sealed line.
+    sealed: Vec<u8>,
+    /// The chain's head after the last line added to the batch.
+    head: Head,
+    /// The chain's head after the last batch written.
+    committed: Head,
+    /// The checkpoint key, if checkpoints are written.
+    signing: Option<Signing>,
+    /// Since when lines are waiting for a checkpoint.
+    unsigned_since: Option<Instant>,
+    /// Whether this writer wrote any line (a closed log ends with a checkpoint then).
+    wrote: bool,
 }
 
 impl Writer {
-    pub(crate) fn new(output: Output, state: Arc<Health>) -> Self {
+    pub(crate) fn new(mut output: Output, state: Arc<Health>) -> Self {
+        let head = output.take_resume();
+        let signing = output.take_signing();
         Writer {
             output,
             folds: Folds::default(),
@@ -59,6 +82,12 @@ impl Writer {
             retry_at: Instant::now(),
             acks: Vec::new(),
             buffer: Vec::with_capacity(512),
+            sealed: Vec::with_capacity(600),
+            head,
+            committed: head,
+            signing,
+            unsigned_since: None,
+            wrote: false,
         }
     }
 
@@ -81,16 +110,17 @@ impl Writer {
         }
         self.close_folds(true);
         self.end_batch();
+        self.close_chain();
     }
 
     /// The next message; `Some(None)` when a fold window or a retry is due first, `None`
     /// when every handle is gone.
     fn next_message(&mut self, receiver: &Receiver<Message>) -> Option<Option<Message>> {
         let retry = self.outage.map(|_| self.retry_at);
-        let deadline = match (self.folds.next_deadline(), retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [self.folds.next_deadline(), retry, self.checkpoint_due()]
+            .into_iter()
+            .flatten()
+            .min();
         let Some(deadline) = deadline else {
             return receiver.recv().ok().map(Some);
         };
@@ -145,7 +175,7 @@ impl Writer {
     /// Starts an outage (or goes on with one): the batch is lost, the next try is due in
     /// [`RETRY_INTERVAL`].
     fn fail(&mut self, why: &str) {
-        let dropped = self.output.dropped();
+        let dropped = self.drop_batch();
         self.state.lost.fetch_add(dropped, Ordering::SeqCst);
         self.outage.get_or_insert_with(Instant::now);
         self.retry_at = Instant::now() + RETRY_INTERVAL;
@@ -159,7 +189,7 @@ impl Writer {
             if !self.state.healthy.load(Ordering::SeqCst) {
                 // The queue overflowed: events were lost before reaching the writer.
                 self.fail("the queue overflowed");
-            } else if let Err(err) = self.output.flush() {
+            } else if let Err(err) = self.sign_if_due().and_then(|()| self.flush()) {
                 self.fail(&err.to_string());
             } else {
                 self.note_reopened();
@@ -195,7 +225,7 @@ impl Writer {
         let ts = format_timestamp(SystemTime::now());
         let result = self
             .write_line(&ts, &event, None)
-            .and_then(|()| self.output.flush());
+            .and_then(|()| self.flush());
         if let Err(err) = result {
             self.fail(&err.to_string());
         }
@@ -214,7 +244,7 @@ impl Writer {
         let ts = format_timestamp(SystemTime::now());
         let result = self
             .write_line(&ts, &event, None)
-            .and_then(|()| self.output.flush());
+            .and_then(|()| self.flush());
         match result {
             Ok(()) => {
                 self.outage = None;
@@ -225,7 +255,7 @@ impl Writer {
             }
             Err(_) => {
                 // The gap line itself is not an event: it is not counted as lost.
-                self.output.dropped();
+                self.drop_batch();
                 self.retry_at = Instant::now() + RETRY_INTERVAL;
             }
         }
@@ -235,22 +265,127 @@ impl Writer {
         let line = Line::new(ts, event, count);
         self.buffer.clear();
         serde_json::to_writer(&mut self.buffer, &line).map_err(io::Error::other)?;
-        let (filter, tap) = (self.state.filter.get(), self.state.tap.get());
-        if filter.is_none() && tap.is_none() {
-            return self.output.write_line(&self.buffer);
-        }
-        // serde_json writes UTF-8: this borrows.
-        let raw = String::from_utf8_lossy(&self.buffer);
-        let text = match filter {
-            Some(filter) => filter(&raw),
-            None => Cow::Borrowed(raw.as_ref()),
+        let (filter, tap) = (
+            self.state.filter.get().cloned(),
+            self.state.tap.get().cloned(),
+        );
+        let content = std::mem::take(&mut self.buffer);
+        let result = match (filter, tap) {
+            (None, None) if self.output.format() == Format::Airlock => self.append(&content, false),
+            (filter, tap) => {
+                // serde_json writes UTF-8: this borrows.
+                let raw = String::from_utf8_lossy(&content);
+                let text = match filter {
+                    Some(filter) => filter(&raw),
+                    None => Cow::Borrowed(raw.as_ref()),
+                };
+                let result = match self.output.format() {
+                    Format::Airlock => self.append(text.as_bytes(), false),
+                    Format::Ocsf => ocsf_line(&text).and_then(|line| self.append(&line, false)),
+                };
+                if let (Ok(()), Some(tap)) = (&result, tap) {
+                    tap(&crate::Written {
+                        text: &text,
+                        event,
+                        count,
+                    });
+                }
+                result
+            }
         };
-        self.output.write_line(text.as_bytes())?;
-        if let Some(tap) = tap {
-            tap(&text);
+        self.buffer = content;
+        result
+    }
+
+    /// Seals `content` (a JSON object) with its chain and adds it to the batch: rotating
+    /// first when due, and adding a checkpoint after it when `N` lines are unsigned.
+    fn append(&mut self, content: &[u8], checkpoint: bool) -> io::Result<()> {
+        if self.output.rotation_due(content.len() + SUFFIX_LEN) {
+            self.rotate()?;
+        }
+        self.sealed.clear();
+        self.head.seal(content, checkpoint, &mut self.sealed);
+        self.output.write_line(&self.sealed)?;
+        self.wrote = true;
+        if checkpoint {
+            self.unsigned_since = None;
+            return Ok(());
+        }
+        self.unsigned_since.get_or_insert_with(Instant::now);
+        match &self.signing {
+            Some(signing) if self.head.unsigned >= signing.every.lines => self.checkpoint(false),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the batch, then starts a new file; with a key, the new file starts with a
+    /// checkpoint of the chain so far (the end of the file before).
+    fn rotate(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.output.rotate()?;
+        if self.signing.is_some() {
+            self.checkpoint(false)?;
+            self.output.mark_floor();
         }
         Ok(())
     }
+
+    /// Adds a checkpoint of the chain's head to the batch (none without a key).
+    fn checkpoint(&mut self, close: bool) -> io::Result<()> {
+        let Some(signing) = &self.signing else {
+            return Ok(());
+        };
+        let ts = format_timestamp(SystemTime::now());
+        let head = crate::chain::to_hex(&self.head.value);
+        let content = checkpoint::content(&signing.signer, &ts, &head, self.head.unsigned, close);
+        self.append(&content, true)
+    }
+
+    /// When the interval of unsigned lines ends (`None`: no key, or none waiting).
+    fn checkpoint_due(&self) -> Option<Instant> {
+        let signing = self.signing.as_ref()?;
+        let since = self.unsigned_since.filter(|_| self.outage.is_none())?;
+        Some(since + signing.every.interval)
+    }
+
+    /// Adds a checkpoint when lines waited for one longer than the interval.
+    fn sign_if_due(&mut self) -> io::Result<()> {
+        match self.checkpoint_due() {
+            Some(due) if Instant::now() >= due => self.checkpoint(false),
+            _ => Ok(()),
+        }
+    }
+
+    /// At close: a last checkpoint, when this writer wrote anything and can write.
+    fn close_chain(&mut self) {
+        if self.signing.is_none() || !self.wrote || self.outage.is_some() {
+            return;
+        }
+        if self.checkpoint(true).and_then(|()| self.flush()).is_err() {
+            self.drop_batch();
+        }
+    }
+
+    /// Writes the batch; the chain's head written so far is then the committed one.
+    fn flush(&mut self) -> io::Result<()> {
+        self.output.flush()?;
+        self.committed = self.head;
+        Ok(())
+    }
+
+    /// Drops the batch that could not be written (its lines leave the chain); returns how
+    /// many lines it had.
+    fn drop_batch(&mut self) -> u64 {
+        self.head = self.committed;
+        self.output.dropped()
+    }
+}
+
+/// The OCSF event of one of airlock's lines ([`crate::ocsf`]).
+fn ocsf_line(text: &str) -> io::Result<Vec<u8>> {
+    let line: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(text).map_err(io::Error::other)?;
+    serde_json::to_vec(&crate::ocsf::event(&line)).map_err(io::Error::other)
 }
 
 /// The `kind: audit` line that ends an outage begun at `since`.

@@ -77,6 +77,7 @@ fn http_line_has_the_contract_keys_in_order() {
         keys(line),
         [
             "ts",
+            "id",
             "kind",
             "decision",
             "rule",
@@ -90,7 +91,8 @@ fn http_line_has_the_contract_keys_in_order() {
             "bytes_down",
             "ms",
             "secrets",
-            "conn"
+            "conn",
+            "chain"
         ]
     );
     assert_eq!(line["kind"], "http");
@@ -140,8 +142,8 @@ fn a_report_mode_line_says_would_deny_after_the_decision() {
     log.flush();
     let lines = read_lines(&path);
     assert_eq!(
-        &keys(&lines[0])[..5],
-        ["ts", "kind", "decision", "would", "rule"]
+        &keys(&lines[0])[..6],
+        ["ts", "id", "kind", "decision", "would", "rule"]
     );
     assert!(
         lines[0].raw.contains(
@@ -208,12 +210,16 @@ fn dns_and_tcp_lines_carry_only_what_they_know() {
     let lines = read_lines(&path);
     assert_eq!(
         keys(&lines[0]),
-        ["ts", "kind", "decision", "rule", "name", "qtype"]
+        [
+            "ts", "id", "kind", "decision", "rule", "name", "qtype", "chain"
+        ]
     );
     assert_eq!(lines[0]["kind"], "dns");
     assert_eq!(
         keys(&lines[1]),
-        ["ts", "kind", "decision", "rule", "reason", "host", "port"]
+        [
+            "ts", "id", "kind", "decision", "rule", "reason", "host", "port", "chain"
+        ]
     );
     assert_eq!(lines[1]["kind"], "tcp");
 }
@@ -420,10 +426,11 @@ fn a_flood_of_identical_lines_folds_into_a_few_and_loses_none() {
         .iter()
         .find(|line| line.map.contains_key("count"))
         .expect("a count");
+    // The chain (crates/airlock-audit/src/chain.rs) always ends a line.
     assert_eq!(
-        *keys(folded).last().expect("keys"),
-        "count",
-        "count is the last key"
+        keys(folded).iter().rev().nth(1).copied(),
+        Some("count"),
+        "count is the last key before the chain"
     );
     assert_eq!(lines.iter().filter(|l| l["kind"] == "http").count(), 3);
     assert_eq!(total(&lines), 20_004);
@@ -516,9 +523,40 @@ fn stdio_mcp_lines_name_the_server_and_the_refused_argument() {
     assert_eq!(
         keys(&lines[0]),
         [
-            "ts", "kind", "decision", "rule", "reason", "secrets", "server", "tool", "argument"
+            "ts", "id", "kind", "decision", "rule", "reason", "secrets", "server", "tool",
+            "argument", "chain"
         ]
     );
     assert_eq!(lines[0]["server"], "fs");
     assert_eq!(lines[0]["argument"], "path");
+}
+
+#[test]
+fn every_line_has_its_own_id_and_a_set_id_is_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.to_str().expect("utf-8 path")).expect("open");
+    let chosen = airlock_audit::DecisionId::next();
+    log.record(AuditEvent {
+        id: Some(chosen),
+        ..example_http_event()
+    });
+    for port in 0..5 {
+        log.record(AuditEvent {
+            port: Some(port),
+            ..example_http_event()
+        });
+    }
+    log.flush();
+    let lines = read_lines(&path);
+    assert_eq!(lines[0]["id"], chosen.to_string());
+    let ids: std::collections::HashSet<&str> = lines
+        .iter()
+        .map(|line| line["id"].as_str().expect("an id on every line"))
+        .collect();
+    assert_eq!(ids.len(), lines.len(), "ids are unique");
+    assert!(
+        ids.iter()
+            .all(|id| airlock_audit::DecisionId::parse(id).is_some())
+    );
 }

@@ -82,6 +82,15 @@ impl AskRoutes {
     }
 
     fn save_rule(&self, key: &AskKey) -> Result<(), String> {
+        if key.is_raw() {
+            // The policy has no raw-only rule: a saved `host` rule would let every HTTP
+            // request to that host through in later runs, uninspected by any ask.
+            return Err(
+                "a raw TCP connection cannot be saved as a rule (it would allow every HTTP \
+                 request to the host too): answer once or run, or add the rule by hand"
+                    .into(),
+            );
+        }
         let path = match &self.save {
             SaveTarget::File(path) => path,
             SaveTarget::Unavailable(why) => return Err(why.clone()),

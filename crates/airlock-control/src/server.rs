@@ -425,12 +425,28 @@ impl Admin {
         json(StatusCode::OK, &serde_json::json!({"denials": items}))
     }
 
+    /// `GET /v1/events[?decision=D][&kind=K][&backlog=N]`: with `backlog`, the last N
+    /// events kept (at most the backlog's length) come first, then the live ones.
     fn events(&self, query: Option<&str>) -> Response<Body> {
         let decision = param(query, "decision").map(str::to_owned);
         let kind = param(query, "kind").map(str::to_owned);
-        let mut receiver = self.hub.subscribe();
+        let backlog = match param(query, "backlog").map(str::parse::<usize>) {
+            None => 0,
+            Some(Ok(limit)) => limit,
+            Some(Err(_)) => {
+                return invalid(vec![Problem {
+                    location: "backlog".to_owned(),
+                    message: "expected a non-negative integer".to_owned(),
+                }]);
+            }
+        };
+        let (recent, mut receiver) = self.hub.subscribe_with_backlog(backlog);
         let (sender, frames) = mpsc::channel::<Bytes>(64);
         let hub = self.hub.clone();
+        let wanted = move |event: &crate::events::Event| {
+            decision.as_deref().is_none_or(|d| *d == *event.decision)
+                && kind.as_deref().is_none_or(|k| *k == *event.kind)
+        };
         tokio::spawn(async move {
             // A comment first, so that the client sees the stream is open.
             if sender
@@ -439,6 +455,12 @@ impl Admin {
                 .is_err()
             {
                 return;
+            }
+            for event in recent.iter().filter(|event| wanted(event)) {
+                let frame = Bytes::from(format!("data: {}\n\n", event.line));
+                if sender.send(frame).await.is_err() {
+                    return;
+                }
             }
             loop {
                 let event = match receiver.recv().await {
@@ -449,9 +471,7 @@ impl Admin {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                if decision.as_deref().is_some_and(|d| *d != *event.decision)
-                    || kind.as_deref().is_some_and(|k| *k != *event.kind)
-                {
+                if !wanted(&event) {
                     continue;
                 }
                 let frame = Bytes::from(format!("data: {}\n\n", event.line));

@@ -15,6 +15,7 @@ pub mod foreign;
 pub mod guard;
 pub mod redact;
 mod released;
+pub mod sequence;
 pub mod surrogate;
 
 use std::fmt;
@@ -34,6 +35,7 @@ pub use foreign::{CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMETERS};
 pub use guard::{Finding, Form, GuardScope, GuardStream, OutboundGuard, ValueScope};
 pub use redact::{Redactor, ScrubStream, Scrubber};
 pub use released::Released;
+pub use sequence::{CredentialRefusal, Head, Prepared};
 pub use surrogate::{KNOWN_PREFIXES, generate_surrogate, known_prefix};
 
 /// Decodes Basic credentials with or without padding.

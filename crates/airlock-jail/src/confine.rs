@@ -1,7 +1,7 @@
 //! Filesystem confinement inside the jail's mount namespace (docs/security.md, "What the
 //! command can read and write"): the whole host tree read-only, a fresh `/tmp` and
-//! `/var/tmp`, a `/dev` holding only the usual devices, the writable directories bound
-//! back read-write, protected names inside them read-only again, and `/proc/sys` and the
+//! `/var/tmp`, a `/dev` holding only the usual devices, the writable directories (and
+//! files) bound back read-write, protected names inside them read-only again, and `/proc/sys` and the
 //! kernel's dangerous `/proc` files out of reach. Landlock is the second layer, applied in
 //! the command's own process right before `execve`.
 //!
@@ -332,11 +332,23 @@ fn build_dev(sources: &Sources) -> io::Result<()> {
     set_read_only(c"/dev", false, true)
 }
 
-/// Binds a writable directory back over itself (from the descriptor opened before `/tmp`
-/// was replaced), read-write; mounts below it keep their own state.
+/// Binds a writable directory or file back over itself (from the descriptor opened before
+/// `/tmp` was replaced), read-write; mounts below a directory keep their own state. A
+/// file's siblings are not touched: it is a mount point of its own, which the command can
+/// write but not rename or remove.
 fn bind_writable(path: &CString, fd: &OwnedFd) -> io::Result<()> {
-    std::fs::create_dir_all(path_of(path))?;
-    bind_tree(fd_path(fd).as_c_str(), path.as_c_str())?;
+    let source = fd_path(fd);
+    let target = path_of(path);
+    if std::fs::metadata(path_of(&source))?.is_dir() {
+        std::fs::create_dir_all(target)?;
+    } else if std::fs::symlink_metadata(target).is_err() {
+        // Under a fresh tmpfs (`/tmp`): the bind needs a file to cover.
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::File::create(target)?;
+    }
+    bind_tree(source.as_c_str(), path.as_c_str())?;
     set_read_only(path, false, false)
 }
 

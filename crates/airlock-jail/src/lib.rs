@@ -69,6 +69,7 @@
 
 mod addr;
 mod capture;
+mod catch_all;
 mod child;
 mod confine;
 mod enter;
@@ -86,6 +87,7 @@ use std::path::PathBuf;
 
 pub use addr::{Datagram, original_destination, recv_datagram, send_datagram_from};
 pub use capture::capture_network_namespace;
+pub use catch_all::nft_program;
 pub use enter::JailEntry;
 pub use error::{ExecFailure, JailError, SetupStep};
 pub use parent::{Jail, JailExit, JailSignaller, RunningJail};
@@ -156,7 +158,7 @@ pub struct JailStdio {
 /// Any path that cannot be confined as asked fails the jail (exit 125), naming it.
 #[derive(Debug, Clone, Default)]
 pub struct FsConfinement {
-    /// Existing directories (absolute, canonical) the command may write.
+    /// Existing directories and regular files (absolute, canonical) the command may write.
     pub writable: Vec<PathBuf>,
     /// Existing paths inside writable directories that stay read-only (hooks, rc files).
     pub protected: Vec<PathBuf>,

@@ -22,6 +22,7 @@ use nix::sys::socket::{
 };
 
 use crate::capture::listening_ports;
+use crate::catch_all;
 use crate::child::{ChildPlan, run_jail, send_message};
 use crate::confine::FsPlan;
 use crate::error::{ExecFailure, JailError, SetupStep};
@@ -49,7 +50,14 @@ impl Jail {
     /// ran. [`JailError::NamespacesUnavailable`] means the kernel refuses
     /// unprivileged namespaces here.
     pub fn spawn(spec: JailSpec) -> Result<RunningJail, JailError> {
-        let plan = build_plan(&spec)?;
+        let mut plan = build_plan(&spec)?;
+        let nft = catch_all::nft_program();
+        let catch = nft.as_ref().map(|_| catch_all::catch_port(&plan.tcp_ports));
+        if let Some(port) = catch {
+            plan.tcp_ports.push(port);
+            plan.tcp_ports.sort_unstable();
+        }
+        let ruleset = catch.map(|port| catch_all::ruleset(&plan.tcp_ports, port));
         let paths = FailurePaths::of(&spec);
         let expected_listeners = 2 * (plan.tcp_ports.len() + 1);
         let (control, child_control) = socketpair(
@@ -83,9 +91,13 @@ impl Jail {
             started: false,
             paths,
             landlock_abi: None,
+            catch_all: Err("nftables (`nft`) is not installed on the host".into()),
         };
         // On error `jail` is dropped, which kills whatever was built.
         jail.listeners = jail.receive_listeners(expected_listeners)?;
+        if let (Some(nft), Some(port), Some(ruleset)) = (nft, catch, ruleset) {
+            jail.catch_all = catch_all::install(&nft, pid, &ruleset).map(|()| port);
+        }
         Ok(jail)
     }
 }
@@ -133,6 +145,7 @@ pub struct RunningJail {
     started: bool,
     paths: FailurePaths,
     landlock_abi: Option<u8>,
+    catch_all: Result<u16, String>,
 }
 
 /// The spec's paths, to name the one a failed setup step was working on.
@@ -180,6 +193,16 @@ impl RunningJail {
     /// Host PID of the jail's outer process (the command's grandparent).
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The catch-all port that answers every other TCP port inside the jail
+    /// (docs/architecture.md), or why there is none: then a connection to a port without
+    /// a listener is refused by the jail's kernel, unaudited.
+    pub fn catch_all(&self) -> Result<u16, &str> {
+        self.catch_all
+            .as_ref()
+            .map(|port| *port)
+            .map_err(String::as_str)
     }
 
     /// After [`RunningJail::start`] with filesystem confinement: the Landlock ABI version

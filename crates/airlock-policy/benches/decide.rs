@@ -26,6 +26,7 @@ fn rule(id: String, target: Target) -> Rule {
         path_regex: Vec::new(),
         ports: None,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn big_policy() -> Policy {
             3 => Rule {
                 ports: Some(vec![5432]),
                 json_deny: Vec::new(),
+                process: None,
                 ..rule(
                     id,
                     Target::Cidr(

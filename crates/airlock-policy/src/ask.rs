@@ -8,8 +8,9 @@
 //!   ([`Opened::Full`]).
 //! - An ask not answered by its deadline is gone ([`AskBook::purge`]), like a denied one.
 //! - An `allow` for the `run` (or `save`) scope adds the key to the run's allow list, so
-//!   that later identical requests pass without asking ([`Opened::Allowed`]); a tunnel's
-//!   key (no path) allows every request to its host and port.
+//!   that later identical requests pass without asking ([`Opened::Allowed`]); a raw
+//!   connection's key (no path, [`AskKey::is_raw`]) admits later raw connections to its host
+//!   and port only, never an HTTP request (docs/policy.md "Ask mode").
 //! - Ids count up from 1 and are never reused: an id below the next one that is no longer
 //!   pending was answered or timed out.
 
@@ -32,17 +33,28 @@ pub struct AskKey {
     pub host: String,
     /// The destination port.
     pub port: u16,
-    /// The canonical path without query; `None` for a tunnel.
+    /// The canonical path without query; `None` for a raw connection (bytes that are
+    /// neither TLS nor HTTP, silence, or a `tls_passthrough` host), asked as
+    /// `CONNECT host:port`.
     pub path: Option<String>,
 }
 
 impl AskKey {
-    /// Whether a run rule made from `self` admits `other`: the same key, or, for a tunnel's
-    /// key, anything to the same host and port.
+    /// Whether this is a raw connection's key (no path): an answer to it covers raw
+    /// connections only, never an HTTP request.
+    pub fn is_raw(&self) -> bool {
+        self.path.is_none()
+    }
+
+    /// Whether a run rule made from `self` admits `other`: the same key, or, for a raw
+    /// connection's key, another raw connection to the same host and port (never an HTTP
+    /// request: a client could otherwise pick the path-less ask by staying silent and
+    /// have one answer cover every later request to the host).
     pub fn admits(&self, other: &AskKey) -> bool {
-        match self.path {
-            None => self.host == other.host && self.port == other.port,
-            Some(_) => self == other,
+        if self.is_raw() {
+            other.is_raw() && self.host == other.host && self.port == other.port
+        } else {
+            self == other
         }
     }
 
@@ -85,7 +97,7 @@ impl AskKey {
 /// How far an `allow` answer reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// This request (and the requests waiting on the same ask) only.
+    /// This request only (identical requests that joined its ask are asked again).
     Once,
     /// Every identical request for the rest of the run.
     Run,
@@ -405,21 +417,33 @@ mod tests {
     }
 
     #[test]
-    fn a_tunnel_answer_for_the_run_admits_its_host_and_port() {
-        let mut book = AskBook::default();
-        let (now, deadline) = times();
-        book.open(key("CONNECT", None), Reason::HostNotAllowed, now, deadline);
-        book.answer(1, Answer::Allow(Scope::Run)).expect("answer");
-        let reason = Reason::HostNotAllowed;
-        assert_eq!(
-            book.open(key("GET", Some("/x")), reason, now, deadline),
-            Opened::Allowed
-        );
-        let other_port = AskKey {
-            port: 8443,
-            ..key("GET", Some("/x"))
-        };
-        assert_eq!(book.open(other_port, reason, now, deadline), Opened::New(2));
+    fn a_raw_answer_for_the_run_admits_raw_connections_to_its_host_and_port_only() {
+        for scope in [Scope::Run, Scope::Save] {
+            let mut book = AskBook::default();
+            let (now, deadline) = times();
+            book.open(key("CONNECT", None), Reason::HostNotAllowed, now, deadline);
+            book.answer(1, Answer::Allow(scope)).expect("answer");
+            let reason = Reason::HostNotAllowed;
+            assert!(key("CONNECT", None).is_raw() && !key("GET", Some("/")).is_raw());
+            assert_eq!(
+                book.open(key("CONNECT", None), reason, now, deadline),
+                Opened::Allowed
+            );
+            // No HTTP request to the same host and port is admitted by the raw answer.
+            assert_eq!(
+                book.open(key("GET", Some("/x")), reason, now, deadline),
+                Opened::New(2)
+            );
+            assert_eq!(
+                book.open(key("CONNECT", Some("/")), reason, now, deadline),
+                Opened::New(3)
+            );
+            let other_port = AskKey {
+                port: 8443,
+                ..key("CONNECT", None)
+            };
+            assert_eq!(book.open(other_port, reason, now, deadline), Opened::New(4));
+        }
     }
 
     #[test]

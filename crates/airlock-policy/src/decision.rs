@@ -5,8 +5,43 @@
 //! `policy explain --json` show.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::canonical::ROUTE_HOST;
+
+/// The policy source refusal hints name (docs/contract.md §4): set once per process by the
+/// launcher; unset, hints say `airlock.yaml`.
+static HINT_SOURCE: OnceLock<String> = OnceLock::new();
+
+/// The [`set_hint_source`] label for rules that came from `--allow` flags only.
+pub const FLAGS_SOURCE: &str = "--allow";
+
+/// Names, once per process, the policy file that refusal hints tell the operator to edit
+/// (the `--policy` file, the discovered `./airlock.yaml`, ...), or [`FLAGS_SOURCE`] when the
+/// rules came from the command line only. Later calls change nothing.
+pub fn set_hint_source(label: impl Into<String>) {
+    let _ = HINT_SOURCE.set(label.into());
+}
+
+/// Where hints say to make a change: `in FILE`, or for flags, in a policy file to write.
+fn hint_place() -> String {
+    match HINT_SOURCE.get().map(String::as_str) {
+        None => "in airlock.yaml".to_owned(),
+        Some(FLAGS_SOURCE) => "in a policy file (`airlock init` writes ./airlock.yaml)".to_owned(),
+        Some(file) => format!("in {file}"),
+    }
+}
+
+/// The hint for an unlisted host: the rule to add where the rules come from.
+fn allow_host_hint(host: &str) -> String {
+    if HINT_SOURCE.get().map(String::as_str) == Some(FLAGS_SOURCE) {
+        return format!(
+            "add `--allow {host}` to the command line, or `- host: {host}` under network.allow {}",
+            hint_place()
+        );
+    }
+    format!("add `- host: {host}` under network.allow {}", hint_place())
+}
 
 /// Allow or deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,7 +201,7 @@ impl Reason {
         let (message, hint) = match self {
             Reason::PathNotAllowed if host == ROUTE_HOST => (
                 format!("no route's prefix matches {path} on {ROUTE_HOST}"),
-                format!("add a route whose prefix starts {path} under routes in airlock.yaml"),
+                format!("add a route whose prefix starts {path} under routes {}", hint_place()),
             ),
             Reason::HostNotAllowed if host == ROUTE_HOST => (
                 format!("{ROUTE_HOST} serves routes over plain HTTP only"),
@@ -174,19 +209,19 @@ impl Reason {
             ),
             Reason::HostNotAllowed => (
                 format!("{host} is not in the allowlist"),
-                format!("add `- host: {host}` under network.allow in airlock.yaml"),
+                allow_host_hint(host),
             ),
             Reason::MethodNotAllowed => (
                 format!("{method} is not allowed for {host}"),
-                format!("add {method} to the methods of the rule for {host} in airlock.yaml"),
+                format!("add {method} to the methods of the rule for {host} {}", hint_place()),
             ),
             Reason::PathNotAllowed => (
                 format!("{method} {path} is not allowed for {host}"),
-                format!("add a glob matching {path} to the paths of the rule for {host} in airlock.yaml"),
+                format!("add a glob matching {path} to the paths of the rule for {host} {}", hint_place()),
             ),
             Reason::DeniedByRule => (
                 format!("{host} is refused by {rule}"),
-                format!("remove or narrow {rule} in airlock.yaml if this request should pass"),
+                format!("remove or narrow {rule} {} if this request should pass", hint_place()),
             ),
             Reason::PrivateAddress => (
                 format!("{host} resolves to a private, loopback or link-local address"),
@@ -210,8 +245,9 @@ impl Reason {
                      which is not one of its hosts, or was sent without TLS"
                 ),
                 format!(
-                    "add {host} to the secret's hosts in airlock.yaml only if it should receive \
-                     that credential, and use https"
+                    "add {host} to the secret's hosts {} only if it should receive \
+                     that credential, and use https",
+                    hint_place()
                 ),
             ),
             Reason::ForeignCredential => (
@@ -224,26 +260,34 @@ impl Reason {
             ),
             Reason::McpToolDenied => (
                 format!("an MCP tool call to {host} is refused by {rule}"),
-                "allow the tool under mcp[].tools.allow in airlock.yaml if the agent should call it"
-                    .to_owned(),
+                format!(
+                    "allow the tool under mcp[].tools.allow {} if the agent should call it",
+                    hint_place()
+                ),
             ),
             Reason::CredentialOutbound => (
                 format!("the request to {host} carries a credential (a token or key of a well-known format)"),
                 format!(
-                    "configure it as a secret with a placeholder, or name {host} under dlp.allow in \
-                     airlock.yaml if that credential belongs there"
+                    "configure it as a secret with a placeholder, or name {host} under dlp.allow \
+                     {} if that credential belongs there",
+                    hint_place()
                 ),
             ),
             Reason::McpArgumentDenied => (
                 format!("an MCP tool call to {host} passed an argument refused by {rule}"),
-                "widen the tool's guard under mcp[].tools.args in airlock.yaml if the agent \
-                 should pass that value"
-                    .to_owned(),
+                format!(
+                    "widen the tool's guard under mcp[].tools.args {} if the agent should pass \
+                     that value",
+                    hint_place()
+                ),
             ),
             Reason::Overloaded => (
                 format!("airlock is holding as many bodies for inspection as its limits allow; {method} {path} was not read"),
-                "retry later, or raise limits.buffer_memory (for connections: limits.connections_per_client or limits.connections) in airlock.yaml"
-                    .to_owned(),
+                format!(
+                    "retry later, or raise limits.buffer_memory (for connections: \
+                     limits.connections_per_client or limits.connections) {}",
+                    hint_place()
+                ),
             ),
         };
         Explanation { message, hint }

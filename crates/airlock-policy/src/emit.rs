@@ -90,6 +90,8 @@ struct RuleOut {
     ports: Option<Vec<u16>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     json_deny: Vec<JsonDenyOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process: Option<Vec<String>>,
 }
 
 /// One body guard of an allow entry.
@@ -123,6 +125,7 @@ impl From<&Rule> for RuleOut {
                     values: guard.values.clone(),
                 })
                 .collect(),
+            process: rule.process.clone(),
         }
     }
 }

@@ -168,6 +168,10 @@ pub const PROTECTED_NAMES: &[&str] = &[
     ".zshenv",
     ".zprofile",
     ".zlogin",
+    // airlock's own policy, found by discovery in the working directory and the user's
+    // configuration: a policy the command wrote would govern the next run.
+    "airlock.yaml",
+    ".config/airlock",
 ];
 
 /// The name of git's directory; as a *file* (or a link) it redirects git to another
@@ -291,6 +295,51 @@ pub struct FsRules {
     pub protected_paths: Vec<PathBuf>,
 }
 
+/// [`FsRules`]' protected names, indexed ([`FsRules::index`]).
+#[derive(Debug)]
+pub struct ProtectedIndex<'a> {
+    rules: &'a FsRules,
+    /// Names of one component without a wildcard.
+    single: std::collections::HashSet<&'a str>,
+    /// The other names.
+    rest: Vec<&'a [String]>,
+}
+
+impl ProtectedIndex<'_> {
+    /// [`FsRules::is_protected`] for a walk that never enters a protected directory: when
+    /// no proper ancestor of `path` below `base` is protected, the two agree, and this
+    /// compares only the names that end at `path`'s last component.
+    pub fn protects_last(&self, base: &Path, path: &Path) -> bool {
+        if self
+            .rules
+            .protected_paths
+            .iter()
+            .any(|p| path.starts_with(p))
+        {
+            return true;
+        }
+        let Some(inner) = path.strip_prefix(base).ok() else {
+            return false;
+        };
+        let Some(last) = inner.file_name() else {
+            return false;
+        };
+        let last = last.to_string_lossy();
+        if self.single.contains(last.as_ref()) {
+            return true;
+        }
+        self.rest.iter().any(|name| {
+            let mut parts = inner.components().rev();
+            name.iter().rev().all(|pattern| match parts.next() {
+                Some(Component::Normal(part)) => {
+                    pattern == "*" || *pattern == part.to_string_lossy()
+                }
+                _ => false,
+            })
+        })
+    }
+}
+
 /// Where a launch happens: the launcher's home, working directory and uid.
 #[derive(Clone, Copy, Debug)]
 pub struct Launcher<'a> {
@@ -391,6 +440,20 @@ impl FsRules {
                     && name.iter().zip(&parts[start..]).all(|(p, q)| same(p, q))
             })
         })
+    }
+
+    /// The protected names indexed by their last component, for a walk that asks
+    /// [`ProtectedIndex::protects_last`] of every entry.
+    pub fn index(&self) -> ProtectedIndex<'_> {
+        let (single, rest): (Vec<&Vec<String>>, Vec<&Vec<String>>) = self
+            .protected_names
+            .iter()
+            .partition(|name| name.len() == 1 && name[0] != "*");
+        ProtectedIndex {
+            rules: self,
+            single: single.into_iter().map(|name| name[0].as_str()).collect(),
+            rest: rest.into_iter().map(Vec::as_slice).collect(),
+        }
     }
 
     /// What the command may do with `path` (absolute, already normalised), and why.
@@ -598,5 +661,36 @@ mod tests {
         assert!(check_entry("protected", ".github/workflows").is_ok());
         assert!(check_entry("hidden", "~/work/customer-data").is_ok());
         assert!(check_entry("writable", "a\0b").is_err());
+    }
+
+    proptest::proptest! {
+        /// A walk that stops at protected paths and asks `protects_last` of each entry
+        /// protects exactly what `is_protected` protects.
+        #[test]
+        fn protects_last_agrees_with_is_protected_along_a_walk(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    ".git", "hooks", "config", "objects", ".github", "workflows", ".cargo",
+                    "config.toml", "src", "modules", "sub", ".vscode", "tasks.json", "x", "deep",
+                    "name", "fixed",
+                ]),
+                1..7,
+            ),
+        ) {
+            let fs = Filesystem {
+                protected: vec!["deep/*/name".into(), "/home/u/proj/fixed".into()],
+                ..Filesystem::default()
+            };
+            let rules = rules(&fs);
+            let index = rules.index();
+            let base = Path::new("/home/u/proj");
+            let mut path = base.to_path_buf();
+            let mut walked = false;
+            for part in &parts {
+                path.push(part);
+                walked = walked || index.protects_last(base, &path);
+                proptest::prop_assert_eq!(walked, rules.is_protected(base, &path), "{:?}", path);
+            }
+        }
     }
 }

@@ -341,6 +341,7 @@ const RULE_KEYS: &[&str] = &[
     "path_regex",
     "ports",
     "json_deny",
+    "process",
 ];
 const JSON_DENY_KEYS: &[&str] = &["path", "values"];
 const SECRET_KEYS: &[&str] = &[
@@ -757,6 +758,13 @@ impl Checker<'_> {
             .get("json_deny")
             .map(|node| self.json_deny(node, &format!("{id}.json_deny")))
             .unwrap_or_default();
+        let process = fields.get("process").map(|node| {
+            self.patterns(
+                node,
+                &format!("{id}.process"),
+                crate::programs::check_program,
+            )
+        });
         Some(Rule {
             id,
             target: target?,
@@ -765,6 +773,7 @@ impl Checker<'_> {
             path_regex,
             ports,
             json_deny,
+            process,
         })
     }
 

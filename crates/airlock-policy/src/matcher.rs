@@ -33,6 +33,11 @@
 //!   the host, or none for the host on this port → `host_not_allowed` (IP literals that no
 //!   rule names included); rules for host and port but none with this method →
 //!   `method_not_allowed`; otherwise `path_not_allowed`.
+//! * **Programs** (`process`, [`crate::programs`]): a rule with a `process` list applies
+//!   only to connections whose program is listed; to an unknown program (`None` caller:
+//!   `airlock proxy`, a process not found) an allow rule with `process` never applies and
+//!   a deny rule with `process` always does. An allow rule for other programs is, for this
+//!   one, as if it were not written (the refusal says `host_not_allowed`).
 //! * **Tunnels** ([`CompiledPolicy::decide_tunnel`], before any request is seen): refused
 //!   by a matching deny rule without methods or paths, or when no allow rule matches host
 //!   and port; raw (non-HTTP) TCP is allowed only if a matching allow rule is
@@ -64,6 +69,7 @@ use crate::decision::{Decision, Reason};
 use crate::mcp_path;
 use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
 use crate::net;
+use crate::programs::{self, Caller};
 use crate::route::{CompiledRoutes, Outcome, RouteError, Routed, is_route_host};
 
 /// Largest compiled program of one rule's regex set, in bytes.
@@ -156,6 +162,8 @@ struct CompiledRule {
     globs: Option<GlobSet>,
     /// Anchored path regexes, if the rule has any.
     regexes: Option<RegexSet>,
+    /// The programs it is about (`process`); `None` = every program.
+    process: Option<Vec<String>>,
 }
 
 impl CompiledRule {
@@ -190,6 +198,7 @@ impl CompiledRule {
             methods: rule.methods.clone(),
             globs,
             regexes,
+            process: rule.process.clone(),
         })
     }
 
@@ -198,6 +207,12 @@ impl CompiledRule {
         self.ports
             .as_ref()
             .is_none_or(|ports| ports.contains(&port))
+    }
+
+    /// Whether the rule applies to the program behind the connection (`deny`: the rule
+    /// is a deny rule, which unknown programs fail closed to).
+    fn applies_to_caller(&self, caller: Caller<'_>, deny: bool) -> bool {
+        programs::applies(self.process.as_deref(), caller, deny)
     }
 
     /// Whether the rule applies to `method`.
@@ -549,10 +564,16 @@ impl CompiledPolicy {
         &self.policy
     }
 
-    /// Decide an HTTP request (see the module documentation for the rules).
+    /// Decide an HTTP request (see the module documentation for the rules) from an
+    /// unknown program ([`CompiledPolicy::decide_as`]).
     pub fn decide(&self, req: &CanonicalRequest) -> Decision {
+        self.decide_as(req, None)
+    }
+
+    /// Decide an HTTP request made by `caller` (`None`: unknown; see [`crate::programs`]).
+    pub fn decide_as(&self, req: &CanonicalRequest, caller: Caller<'_>) -> Decision {
         let path = path_view(req);
-        if let Some(refusal) = self.deny_decision(req, &path) {
+        if let Some(refusal) = self.deny_decision(req, &path, caller) {
             return refusal;
         }
         if path.is_err() && self.has_mcp_rule(&req.host) {
@@ -560,7 +581,7 @@ impl CompiledPolicy {
             // (`/x/..;/mcp`), whether the rule covers it cannot be told (docs/policy.md).
             return Decision::deny(Reason::PathUnsafe, None);
         }
-        self.allow_decision(req, &path)
+        self.allow_decision(req, &path, caller)
     }
 
     /// The refusal by a deny rule, if one applies.
@@ -568,12 +589,16 @@ impl CompiledPolicy {
         &self,
         req: &CanonicalRequest,
         path: &Result<PathView<'_>, PathUnsafe>,
+        caller: Caller<'_>,
     ) -> Option<Decision> {
         let mut denied: Option<usize> = None;
         let mut undecidable = false;
         self.deny_index.for_each(&req.host, Embedded::Any, |index| {
             let rule = &self.deny[index];
-            if !rule.applies_to_port(req.port) || !rule.applies_to_method(&req.method) {
+            if !rule.applies_to_port(req.port)
+                || !rule.applies_to_method(&req.method)
+                || !rule.applies_to_caller(caller, true)
+            {
                 return;
             }
             match path {
@@ -597,6 +622,7 @@ impl CompiledPolicy {
         &self,
         req: &CanonicalRequest,
         path: &Result<PathView<'_>, PathUnsafe>,
+        caller: Caller<'_>,
     ) -> Decision {
         let mut allowed: Option<usize> = None;
         let mut host_and_port = false;
@@ -605,7 +631,8 @@ impl CompiledPolicy {
         self.allow_index
             .for_each(&req.host, Embedded::Mapped, |index| {
                 let rule = &self.allow[index];
-                if !rule.applies_to_port(req.port) {
+                // A rule for other programs is, for this one, as if it were not written.
+                if !rule.applies_to_port(req.port) || !rule.applies_to_caller(caller, false) {
                     return;
                 }
                 host_and_port = true;
@@ -682,12 +709,21 @@ impl CompiledPolicy {
         found
     }
 
-    /// Decide a tunnel (CONNECT, SNI, raw TCP) to `host:port` before any request is seen.
+    /// Decide a tunnel (CONNECT, SNI, raw TCP) to `host:port` before any request is seen,
+    /// from an unknown program ([`CompiledPolicy::decide_tunnel_as`]).
     pub fn decide_tunnel(&self, host: &Host, port: u16) -> TunnelDecision {
+        self.decide_tunnel_as(host, port, None)
+    }
+
+    /// Decide a tunnel to `host:port` opened by `caller` (`None`: unknown).
+    pub fn decide_tunnel_as(&self, host: &Host, port: u16, caller: Caller<'_>) -> TunnelDecision {
         let mut denied: Option<usize> = None;
         self.deny_index.for_each(host, Embedded::Any, |index| {
             let rule = &self.deny[index];
-            if rule.is_destination_only() && rule.applies_to_port(port) {
+            if rule.is_destination_only()
+                && rule.applies_to_port(port)
+                && rule.applies_to_caller(caller, true)
+            {
                 denied = lowest(denied, index);
             }
         });
@@ -707,7 +743,7 @@ impl CompiledPolicy {
         let mut inspected = false;
         self.allow_index.for_each(host, Embedded::Mapped, |index| {
             let rule = &self.allow[index];
-            if rule.applies_to_port(port) {
+            if rule.applies_to_port(port) && rule.applies_to_caller(caller, false) {
                 allowed = lowest(allowed, index);
                 raw_tcp_allowed |= rule.is_destination_only();
                 inspected |= !self.policy.network.allow[index].json_deny.is_empty();
@@ -748,7 +784,9 @@ impl CompiledPolicy {
         let mut denied: Option<usize> = None;
         self.deny_index
             .for_each_address(addr, Embedded::Any, &mut |index| {
-                if self.deny[index].is_destination_only() {
+                // A deny rule per program was applied, with the program, when the request
+                // or tunnel was decided.
+                if self.deny[index].is_destination_only() && self.deny[index].process.is_none() {
                     denied = lowest(denied, index);
                 }
             });
@@ -811,13 +849,23 @@ impl CompiledPolicy {
     /// [`crate::route::ROUTE_HOST`] is routed ([`CompiledPolicy::route`]; over TLS it is
     /// `host_not_allowed`), every other one decided ([`CompiledPolicy::decide`]).
     pub fn decide_request(&self, req: &CanonicalRequest, tls: bool) -> Outcome {
+        self.decide_request_as(req, tls, None)
+    }
+
+    /// [`CompiledPolicy::decide_request`] for a request made by `caller` (`None`: unknown).
+    pub fn decide_request_as(
+        &self,
+        req: &CanonicalRequest,
+        tls: bool,
+        caller: Caller<'_>,
+    ) -> Outcome {
         if !is_route_host(&req.host) {
-            return Outcome::Decided(self.decide(req));
+            return Outcome::Decided(self.decide_as(req, caller));
         }
         if tls {
             return Outcome::Decided(Decision::deny(Reason::HostNotAllowed, None));
         }
-        match self.route(req) {
+        match self.route_as(req, caller) {
             Ok(routed) => Outcome::Routed(routed),
             Err(refusal) => Outcome::Decided(refusal),
         }
@@ -826,8 +874,13 @@ impl CompiledPolicy {
     /// Routes a request to [`crate::route::ROUTE_HOST`] (see the module documentation): the upstream
     /// request, or the refusal.
     pub fn route(&self, req: &CanonicalRequest) -> Result<Routed, Decision> {
+        self.route_as(req, None)
+    }
+
+    /// [`CompiledPolicy::route`] for a request made by `caller` (deny rules per program).
+    fn route_as(&self, req: &CanonicalRequest, caller: Caller<'_>) -> Result<Routed, Decision> {
         let routed = self.routes.route(req)?;
-        match self.deny_decision(&routed.request, &path_view(&routed.request)) {
+        match self.deny_decision(&routed.request, &path_view(&routed.request), caller) {
             Some(refusal) => Err(refusal),
             None => Ok(routed),
         }

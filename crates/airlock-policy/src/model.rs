@@ -161,6 +161,11 @@ pub struct Rule {
     /// Body guards (`json_deny`, allow rules only): a request this rule allows is refused
     /// when its JSON body matches one; empty = the body is not looked at.
     pub json_deny: Vec<crate::json_deny::JsonDeny>,
+    /// `process`: the programs the rule is about, each an absolute executable path or a
+    /// bare name resolved on the command's `PATH` when the rule is used; `None` = every
+    /// program. Matched on the executable the kernel names, never on `argv[0]`; an
+    /// unknown program matches a deny rule and no allow rule ([`crate::matcher`]).
+    pub process: Option<Vec<String>>,
 }
 
 impl Rule {

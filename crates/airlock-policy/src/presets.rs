@@ -22,7 +22,7 @@ pub struct Preset {
 }
 
 /// Every preset, in the order the documentation lists them.
-pub const PRESETS: [Preset; 7] = [
+pub const PRESETS: [Preset; 8] = [
     // Anthropic SDKs: `X-Api-Key` for an API key (`api_key`, ANTHROPIC_API_KEY);
     // `Authorization: Bearer` for a token (`auth_token`, ANTHROPIC_AUTH_TOKEN, OAuth as
     // Claude Code signs in).
@@ -80,6 +80,13 @@ pub const PRESETS: [Preset; 7] = [
         hosts: &["upload.pypi.org"],
         headers: &["authorization"],
     },
+    // Gemini CLI and the Google Gen AI SDKs with an API key (GEMINI_API_KEY):
+    // `x-goog-api-key` to the Gemini API.
+    Preset {
+        name: "gemini",
+        hosts: &["generativelanguage.googleapis.com"],
+        headers: &["x-goog-api-key"],
+    },
 ];
 
 /// The preset called `name`, if there is one.
@@ -119,7 +126,7 @@ mod tests {
         assert_eq!(preset("Anthropic"), None);
         assert_eq!(
             names(),
-            "anthropic, openai, github, gitlab, huggingface, npm, pypi"
+            "anthropic, openai, github, gitlab, huggingface, npm, pypi, gemini"
         );
     }
 

@@ -142,6 +142,7 @@ impl Provider {
                 } else {
                     Vec::new()
                 },
+                process: None,
             })
             .collect()
     }

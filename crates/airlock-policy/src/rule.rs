@@ -478,6 +478,7 @@ pub fn parse_allow(text: &str, index: usize) -> Result<Rule, RuleError> {
         path_regex: Vec::new(),
         ports,
         json_deny: Vec::new(),
+        process: None,
     })
 }
 

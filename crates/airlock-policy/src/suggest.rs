@@ -17,6 +17,9 @@
 //!   under `routes`). Each is named in a comment (hosts refused as `private_address` too,
 //!   even when nothing else was seen of them).
 //! - What the base policy already allows is left out (decided by its compiled matcher).
+//! - By program ([`suggest_by`], `--by-process`): one entry per host *and* executable
+//!   (the line's `process.exe`), with `process: [EXE]`; lines without a usable `exe`
+//!   (none, `null`, escaped or cut) are grouped apart, without `process`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -50,6 +53,9 @@ pub struct Observed {
     pub path: Option<String>,
     /// The refusal (or would-be refusal).
     pub reason: Reason,
+    /// The executable that made it (`process.exe` of a line from a jail), when it is a
+    /// plain absolute path (nothing escaped or cut, docs/contract.md §5).
+    pub program: Option<String>,
 }
 
 /// What one audit line contributes.
@@ -74,6 +80,10 @@ pub fn parse_line(text: &str) -> Result<Seen, String> {
     let Some(object) = value.as_object() else {
         return Err("not a JSON audit line: not an object".to_owned());
     };
+    // A signed checkpoint of the log's chain (docs/contract.md §5) decides nothing.
+    if string(object, "kind") == Some("checkpoint") {
+        return Ok(Seen::Other);
+    }
     let (Some(kind), Some(decision)) = (string(object, "kind"), string(object, "decision")) else {
         return Err("not an audit line: `kind` and `decision` are missing".to_owned());
     };
@@ -119,13 +129,30 @@ fn observed(object: &Map<String, Value>, kind: &str, reason: Reason) -> Result<O
     if method.is_some() && path.is_none_or(|path| !path.starts_with('/')) {
         return Err("a refused request without an absolute `path`".to_owned());
     }
+    let program = object
+        .get("process")
+        .and_then(|process| process.get("exe"))
+        .and_then(Value::as_str)
+        .filter(|exe| plain_exe(exe))
+        .map(str::to_owned);
     Ok(Observed {
         method: method.map(str::to_ascii_uppercase),
         host,
         port,
         path: path.map(str::to_owned),
         reason,
+        program,
     })
+}
+
+/// Whether an audit line's `exe` is a path a rule can name as it is: absolute, nothing
+/// escaped (`\`), not cut (`…`), not a deleted file, no control character.
+fn plain_exe(exe: &str) -> bool {
+    exe.starts_with('/')
+        && !exe.contains(['\\', '…'])
+        && !exe.ends_with(" (deleted)")
+        && !exe.chars().any(char::is_control)
+        && crate::programs::check_program(exe).is_ok()
 }
 
 /// The suggested entries and what was left out.
@@ -159,6 +186,8 @@ pub struct Entry {
     /// Requests whose path was not canonical (see [`generalise`]): no pattern was made
     /// for them.
     pub unsafe_paths: usize,
+    /// The program it is for ([`suggest_by`]); `None`: every program.
+    pub process: Option<String>,
 }
 
 impl Entry {
@@ -179,11 +208,18 @@ struct Group {
     unsafe_paths: usize,
     reasons: BTreeMap<&'static str, usize>,
     examples: Vec<String>,
+    program: Option<String>,
 }
 
 /// Groups `seen` by host into entries, leaving out what `base` already allows and the
 /// hosts that must never be suggested.
 pub fn suggest(seen: &[Seen], base: &CompiledPolicy) -> Suggestion {
+    suggest_by(seen, base, false)
+}
+
+/// [`suggest`], grouping by host and program when `by_process` (one entry per executable
+/// seen, with `process: [EXE]`).
+pub fn suggest_by(seen: &[Seen], base: &CompiledPolicy, by_process: bool) -> Suggestion {
     let private: HashSet<&Host> = seen
         .iter()
         .filter_map(|seen| match seen {
@@ -192,7 +228,7 @@ pub fn suggest(seen: &[Seen], base: &CompiledPolicy) -> Suggestion {
         })
         .collect();
     let mut out = Suggestion::default();
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Option<String>), Group> = BTreeMap::new();
     let mut skipped: BTreeMap<String, &'static str> = BTreeMap::new();
     for host in &private {
         if let Some(why) = never_suggested(host, true) {
@@ -210,12 +246,15 @@ pub fn suggest(seen: &[Seen], base: &CompiledPolicy) -> Suggestion {
         } else if allowed_by(base, observed) {
             out.already_allowed += 1;
         } else {
-            add(groups.entry(host).or_default(), observed);
+            let program = observed.program.clone().filter(|_| by_process);
+            let group = groups.entry((host, program.clone())).or_default();
+            group.program = program;
+            add(group, observed);
         }
     }
     out.entries = groups
         .into_iter()
-        .map(|(host, group)| entry(host, group))
+        .map(|((host, _), group)| entry(host, group))
         .collect();
     out.skipped = skipped.into_iter().collect();
     out
@@ -237,20 +276,38 @@ fn never_suggested(host: &Host, refused_private: bool) -> Option<&'static str> {
     }
 }
 
-/// Whether `base` already allows what was observed.
+/// The program of an audit line as `process:` rules see it: its executable, matched
+/// literally (a rule naming it by its path).
+struct Literal<'a>(&'a str);
+
+impl crate::programs::ProgramCheck for Literal<'_> {
+    fn is(&self, entry: &str) -> bool {
+        entry == self.0
+    }
+}
+
+/// Whether `base` already allows what was observed (by the program that did it, named
+/// by its path).
 pub fn allowed_by(base: &CompiledPolicy, observed: &Observed) -> bool {
+    let literal = observed.program.as_deref().map(Literal);
+    let caller = literal
+        .as_ref()
+        .map(|check| check as &dyn crate::programs::ProgramCheck);
     match (&observed.method, &observed.path) {
         (Some(method), Some(path)) => base
-            .decide(&CanonicalRequest {
-                method: method.clone(),
-                host: observed.host.clone(),
-                port: observed.port,
-                path: Ok(path.clone()),
-                query: None,
-            })
+            .decide_as(
+                &CanonicalRequest {
+                    method: method.clone(),
+                    host: observed.host.clone(),
+                    port: observed.port,
+                    path: Ok(path.clone()),
+                    query: None,
+                },
+                caller,
+            )
             .is_allow(),
         _ => {
-            let tunnel = base.decide_tunnel(&observed.host, observed.port);
+            let tunnel = base.decide_tunnel_as(&observed.host, observed.port, caller);
             tunnel.decision.is_allow() && tunnel.raw_tcp_allowed
         }
     }
@@ -307,6 +364,7 @@ fn entry(host: String, group: Group) -> Entry {
         reasons: group.reasons,
         examples: group.examples,
         unsafe_paths: group.unsafe_paths,
+        process: group.program,
     }
 }
 
@@ -434,6 +492,9 @@ fn render_entry(out: &mut String, entry: &Entry) {
         );
     }
     let _ = writeln!(out, "    - host: {}", quoted(&entry.host));
+    if let Some(program) = &entry.process {
+        let _ = writeln!(out, "      process: [{}]", quoted(program));
+    }
     if let Some(ports) = &entry.ports {
         let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
         let _ = writeln!(out, "      ports: [{}]", ports.join(", "));

@@ -2,10 +2,12 @@
 //! policy refuses is answered on the CONNECT itself (403 + JSON, one `http` line with
 //! method `CONNECT`) in explicit mode, otherwise the client gets 200 and the tunnel's first
 //! bytes are handed to [`crate::tunnel`] once hyper releases the connection. In ask mode a
-//! CONNECT refused for its host is held (nothing more is read from the client) until its
-//! ask is answered. First of all, the target as the client wrote it is searched by the
-//! outbound guard ([`name_guard::guard_name`]): a name carrying a credential is refused on the CONNECT
-//! whatever the policy says, before anything is resolved or dialled.
+//! CONNECT refused only for its host is accepted like an allowed one, so that each request
+//! inside is asked about once with its method and path (docs/policy.md "Ask mode"); raw
+//! TCP inside is asked about at its first bytes. First of all, the target as the client
+//! wrote it is searched by the outbound guard ([`name_guard::guard_name`]): a name
+//! carrying a credential is refused on the CONNECT whatever the policy says, before
+//! anything is resolved or dialled.
 
 use std::sync::Arc;
 
@@ -13,7 +15,6 @@ use airlock_policy::{Decision, Reason};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::ask::Asked;
 use crate::body::ProxyBody;
 use crate::config::TunnelRefusal;
 use crate::context::ConnContext;
@@ -41,26 +42,18 @@ pub(crate) async fn handle(
         return refuse_named(context, &finding, "CONNECT", port, None);
     }
     let shared = &context.shared;
-    let mut tunnel = shared
+    let tunnel = shared
         .mode
         .apply_tunnel(&host, shared.policy.load().decide_tunnel(&host, port));
-    if !tunnel.decision.is_allow() && shared.tunnel_refusal == TunnelRefusal::OnConnect {
-        let mut asked = false;
-        if let Some(reason) = shared.mode.askable(&host, &tunnel.decision) {
-            let key = crate::ask::request_key("CONNECT", host.to_string(), port, None);
-            match shared.asks.hold(key, reason).await {
-                Asked::Allowed { rule, .. } => {
-                    tunnel.decision = Decision::allow(rule);
-                    // Raw TCP too, as the suggested `HOST:PORT` rule allows; never where
-                    // an `mcp` rule must see the bodies (a late ClientHello would pass).
-                    tunnel.raw_tcp_allowed = !shared.policy.load().has_mcp_rule(&host);
-                }
-                Asked::Refused => asked = true,
-            }
-        }
-        if !tunnel.decision.is_allow() {
-            return refuse_connect(context, tunnel.decision, host.to_string(), port, asked);
-        }
+    // Ask mode asks at the request, not here: a tunnel refused only for its host is
+    // accepted and each request inside is asked about with its method and path (raw TCP
+    // at its first bytes, `crate::tunnel`).
+    let asked_inside = shared.mode.askable(&host, &tunnel.decision).is_some();
+    if !tunnel.decision.is_allow()
+        && shared.tunnel_refusal == TunnelRefusal::OnConnect
+        && !asked_inside
+    {
+        return refuse_connect(context, tunnel.decision, host.to_string(), port);
     }
     let on_upgrade = hyper::upgrade::on(&mut request);
     tokio::spawn(tunnel::run(context.clone(), on_upgrade, host, port, tunnel));
@@ -74,21 +67,20 @@ fn refuse_connect(
     decision: Decision,
     host: String,
     port: u16,
-    asked: bool,
 ) -> Response<ProxyBody> {
     let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
+    let mut line = Line::new(LineKind::Http, host, port, context.id);
     let response = Refused {
         reason,
         method: "CONNECT",
-        host: &host,
+        host: &line.host,
         path: None,
         rule: decision.rule.as_deref(),
+        id: line.id,
     }
-    .response_asked(asked);
-    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    .response();
     line.refuse(decision.rule, reason);
     line.method = Some("CONNECT".to_owned());
-    line.asked = asked;
     line.status = Some(response.status().as_u16());
     line.write(&context.shared.audit);
     response

@@ -25,9 +25,11 @@ use crate::ask::Asks;
 use crate::body::ProxyBody;
 use crate::budget::{Budget, ClientSlot};
 use crate::ca::CertificateAuthority;
+use crate::caller::ConnCaller;
 use crate::config::{Limits, TunnelRefusal};
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
+use crate::record::{Line, LineKind};
 use crate::upstream::{Upstream, UpstreamClient};
 
 /// The ALPN protocols offered to intercepted clients.
@@ -89,6 +91,8 @@ pub(crate) struct ConnContext {
     pub(crate) id: u64,
     /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
     pub(crate) head_tap: Option<HeadTap>,
+    /// The program behind a connection from a jail (`None` elsewhere: `airlock proxy`).
+    pub(crate) caller: Option<Arc<ConnCaller>>,
     /// Held while anything serves this connection (tunnels included), so that the caps and
     /// the drain on shutdown count it.
     pub(crate) _permit: Arc<Admitted>,
@@ -110,8 +114,39 @@ impl ConnContext {
             origin,
             id: self.id,
             head_tap: None,
+            caller: self.caller.clone(),
             _permit: self._permit.clone(),
         }
+    }
+
+    /// A new audit line of this connection (its id, and the process behind it when the
+    /// connection came from a jail).
+    pub(crate) fn line(&self, kind: LineKind, host: String, port: u16) -> Line {
+        self.stamp(Line::new(kind, host, port, self.id))
+    }
+
+    /// `line` with the process behind this connection (from a jail).
+    pub(crate) fn stamp(&self, mut line: Line) -> Line {
+        line.process = self.caller.as_ref().map(|caller| caller.process.clone());
+        line
+    }
+
+    /// [`Line::tcp_refused`] for this connection ([`ConnContext::line`]).
+    pub(crate) fn tcp_refused(
+        &self,
+        host: String,
+        port: u16,
+        reason: airlock_policy::Reason,
+    ) -> Line {
+        let mut line = self.line(LineKind::Tcp, host, port);
+        line.reason = Some(reason);
+        line
+    }
+
+    /// The program behind the connection, as `process:` rules see it (`None`: unknown,
+    /// or not from a jail).
+    pub(crate) fn program(&self) -> airlock_policy::programs::Caller<'_> {
+        self.caller.as_deref().and_then(ConnCaller::program)
     }
 }
 

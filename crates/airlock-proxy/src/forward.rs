@@ -32,13 +32,13 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use self::answer::{Answered, Seen};
-use self::credentials::Prepared;
 use crate::body::ProxyBody;
 use crate::context::ConnContext;
 use crate::mcp;
 use crate::record::Line;
 use crate::refusal;
 use crate::websocket;
+use airlock_credentials::Prepared;
 
 /// Serves one request arriving on `context`'s connection. The steps' future is mapped,
 /// not awaited inside another one, so that it is not moved once more per request
@@ -59,10 +59,13 @@ async fn steps(
     let request = identify::screen(context, request).await?;
     let started = Instant::now();
     let (mut request, identified) = identify::identify(context, request)?;
-    // One snapshot decides the whole request, even if the policy is swapped meanwhile.
+    // One snapshot of the policy and one of the credentials serve the whole request, even
+    // if either is swapped meanwhile.
     let policy = context.shared.policy.load_full();
+    let credentials = context.shared.credentials.load_full();
     let raw_path = request.uri().path();
-    let decided = decide::decide(&policy, context.shared.mode, identified, raw_path);
+    let caller = context.program();
+    let decided = decide::decide(&policy, context.shared.mode, identified, raw_path, caller);
     if !decided.goes_on() {
         let seen = decided.seen;
         return Err(refuse_draining(
@@ -87,12 +90,11 @@ async fn steps(
     let (mut parts, body) = request.into_parts();
     let mut path_and_query = decided.path_and_query;
     let destination = decided.destination;
-    let route_secret = decided.route_secret.as_deref();
     let swapped = credentials::swap_credentials(
-        context,
+        &credentials,
         &policy,
         &destination,
-        route_secret,
+        &decided.scope,
         &mut path_and_query,
         &mut parts.headers,
     );
@@ -100,15 +102,16 @@ async fn steps(
         Ok(prepared) => prepared,
         Err(refusal) => {
             let decision = Decision::deny(refusal.reason, decided.decision.rule);
-            let line = seen.into_line(context.id);
-            let response = credentials::refuse_credential(context, decision, refusal, line);
+            let line = seen.line_of(context);
+            let response =
+                credentials::refuse_credential(context, &credentials, decision, refusal, line);
             return Err(answer::after_draining(body, response));
         }
     };
     let key =
         || crate::ask::request_key(&seen.method, seen.host.clone(), seen.port, Some(&seen.path));
     let (decision, asked) = decide::hold(&context.shared, decided.ask, key, decided.decision).await;
-    let mut line = seen.into_line(context.id);
+    let mut line = seen.line_of(context);
     line.asked = asked;
     if !decision.is_allow() {
         let response = answer::refuse_line(context, decision, line);
@@ -145,7 +148,10 @@ async fn steps(
     };
     let upgrade = outbound::reserve_upgrade(context, &mut plan, &mut parts.headers, &line).await?;
     let outbound = outbound::assemble(context, plan, (parts, body), (line, upgrade), started)?;
-    let inspectors = respond::Inspectors { scrub, mcp_guard };
+    let inspectors = respond::Inspectors {
+        scrub: scrub.then(|| credentials.scrubber()),
+        mcp_guard,
+    };
     // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
     let response = respond::forward(context, outbound, inspectors).await;
     // No answer goes out whole without its audit line (docs/reliability.md).

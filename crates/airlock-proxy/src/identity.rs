@@ -10,6 +10,7 @@
 //! where only `routes` are served.
 
 use airlock_policy::canonical::{Host, parse_authority};
+use airlock_policy::enforce::is_loopback_alias;
 use airlock_policy::route::ROUTE_HOST;
 use http::{HeaderMap, Uri, header};
 
@@ -114,6 +115,7 @@ pub fn destination(
             sni,
             tls,
         } => {
+            let host = &loopback_named(host, sni.as_ref(), uri, host_header);
             let mismatch = || IdentityError::Mismatch {
                 host: host.to_string(),
             };
@@ -139,6 +141,33 @@ pub fn destination(
                 port: *port,
             })
         }
+    }
+}
+
+/// The host a tunnel to `host` is for: a tunnel to a loopback address (`airlock run`'s
+/// capture of a connection to `127.0.0.1` or `::1`) whose client names it `localhost` (its
+/// SNI, else its URI's authority, else its `Host`) is for `localhost`, decided as `airlock
+/// proxy` and `airlock policy explain` decide it (docs/architecture.md; the policy's
+/// [`is_loopback_alias`]). Every name is still checked against the result.
+fn loopback_named(
+    host: &Host,
+    sni: Option<&Host>,
+    uri: &Uri,
+    host_header: Option<&http::HeaderValue>,
+) -> Host {
+    if !matches!(host, Host::Ip(ip) if ip.to_canonical().is_loopback()) {
+        return host.clone();
+    }
+    let named = sni.cloned().or_else(|| {
+        let text = match uri.authority() {
+            Some(authority) => authority.as_str(),
+            None => host_header.and_then(|value| value.to_str().ok())?,
+        };
+        parse_authority(text, 80).ok().map(|(named, _)| named)
+    });
+    match named {
+        Some(named) if is_loopback_alias(host, &named) => named,
+        _ => host.clone(),
     }
 }
 
@@ -208,6 +237,44 @@ mod tests {
                 port: 443
             })
         );
+    }
+
+    #[test]
+    fn a_captured_loopback_named_localhost_is_for_localhost() {
+        let loopback = |ip: &str, sni: Option<&str>| Origin::Tunnel {
+            host: Host::Ip(ip.parse().unwrap()),
+            port: 8443,
+            sni: sni.map(name),
+            tls: sni.is_some(),
+        };
+        for ip in ["127.0.0.1", "::1"] {
+            let by_sni = destination(
+                &loopback(ip, Some("localhost")),
+                &uri("/x"),
+                &headers(&["localhost:8443"]),
+            );
+            assert_eq!(by_sni.map(|d| d.host), Ok(name("localhost")), "{ip}");
+            let by_host = destination(
+                &loopback(ip, None),
+                &uri("/x"),
+                &headers(&["localhost:8443"]),
+            );
+            assert_eq!(by_host.map(|d| d.host), Ok(name("localhost")), "{ip}");
+        }
+        // Another name for a loopback address is still a mismatch, and a name's tunnel
+        // stays its name.
+        let other = destination(
+            &loopback("127.0.0.1", None),
+            &uri("/x"),
+            &headers(&["evil.example:8443"]),
+        );
+        assert!(matches!(other, Err(IdentityError::Mismatch { .. })));
+        let split = destination(
+            &loopback("127.0.0.1", Some("localhost")),
+            &uri("/x"),
+            &headers(&["127.0.0.1:8443"]),
+        );
+        assert!(matches!(split, Err(IdentityError::Mismatch { .. })));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod body;
 mod body_guard;
 mod budget;
 pub mod ca;
+pub mod caller;
 pub mod config;
 mod connect;
 mod context;
@@ -42,6 +43,7 @@ mod websocket;
 pub mod wire;
 mod write_through;
 
+pub use caller::Identify;
 pub use config::{Limits, ProxyConfig, TunnelRefusal};
 pub use server::{Gauges, Proxy, SetupError};
 pub use transparent::{Capture, NameLookup};

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use crate::body::ProxyBody;
 use crate::context::ConnContext;
 use crate::identity::Origin;
-use crate::record::{Line, LineKind};
+use crate::record::LineKind;
 use crate::refusal;
 
 /// Answers a malformed request with 400 (the connection closes after it) and logs it with
@@ -53,7 +53,7 @@ fn log_malformed<B>(
         ),
         (Origin::Direct, None) => (String::new(), 0),
     };
-    let mut line = Line::new(LineKind::Http, host, port, context.id);
+    let mut line = context.line(LineKind::Http, host, port);
     line.method = method.map(str::to_owned);
     line.refuse_malformed(status);
     line.write(&context.shared.audit);

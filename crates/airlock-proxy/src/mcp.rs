@@ -96,6 +96,7 @@ pub(crate) fn inspect_request(
         call_line.method = line.method.clone();
         call_line.scheme = line.scheme;
         call_line.path = line.path.clone();
+        call_line.process = line.process.clone();
         call_line.tool = Some(call.tool);
         call_line.argument = call.argument;
         call_line.write(&context.shared.audit);

@@ -10,7 +10,7 @@ use http::Response;
 
 use crate::body::ProxyBody;
 use crate::context::ConnContext;
-use crate::record::{Line, LineKind};
+use crate::record::LineKind;
 use crate::refusal::Refused;
 
 /// The outbound guard on a name the client gives for its destination (a CONNECT target, an
@@ -40,15 +40,16 @@ pub(crate) fn refuse_named(
     path: Option<&str>,
 ) -> Response<ProxyBody> {
     let host = finding.placeholder();
+    let mut line = context.line(LineKind::Http, host, port);
     let response = Refused {
         reason: finding.reason,
         method,
-        host: &host,
+        host: &line.host,
         path,
         rule: None,
+        id: line.id,
     }
     .response();
-    let mut line = Line::new(LineKind::Http, host, port, context.id);
     line.refuse(None, finding.reason);
     line.method = Some(method.to_owned());
     line.path = path.map(str::to_owned);

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use airlock_audit::{Ack, AuditEvent, AuditLog, Phase};
+use airlock_audit::{Ack, AuditEvent, AuditLog, DecisionId, Phase};
 use airlock_credentials::Finding;
 use airlock_policy::{Decision, Reason};
 
@@ -36,6 +36,8 @@ pub enum LineKind {
 /// One audit line, before it is written.
 #[derive(Clone, Debug)]
 pub struct Line {
+    /// The decision's id (`"id"` on the line and in its refusal body, docs/contract.md §5).
+    pub id: DecisionId,
     /// What was decided on.
     pub kind: LineKind,
     /// Whether it passed.
@@ -88,12 +90,16 @@ pub struct Line {
     /// The answer was refused because the audit log could not be written (reason
     /// `audit_log_unavailable`).
     pub audit_refused: bool,
+    /// The process behind a connection from a jail (`Some(None)`: not found, written as
+    /// `"process":null`); `None` for connections from outside any jail.
+    pub process: Option<airlock_process::Caller>,
 }
 
 impl Line {
     /// A line with only the destination filled in.
     pub fn new(kind: LineKind, host: String, port: u16, conn: u64) -> Self {
         Line {
+            id: DecisionId::next(),
             kind,
             allowed: false,
             rule: None,
@@ -119,6 +125,7 @@ impl Line {
             credential: None,
             opened: false,
             audit_refused: false,
+            process: None,
         }
     }
 
@@ -188,6 +195,7 @@ impl Line {
             airlock_audit::Decision::Deny
         };
         AuditEvent {
+            id: Some(self.id),
             kind,
             decision,
             would: self.would.map(|_| "deny"),
@@ -218,6 +226,7 @@ impl Line {
             form: self.form,
             credential: self.credential,
             phase: self.opened.then_some(Phase::Close),
+            process: self.process,
             ..AuditEvent::default()
         }
     }
@@ -330,6 +339,7 @@ impl Exchange {
         line.scheme = own.scheme;
         line.path = own.path.clone();
         line.query = own.query.clone();
+        line.process = own.process.clone();
         line.write(&self.audit);
     }
 

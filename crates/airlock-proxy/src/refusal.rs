@@ -5,6 +5,7 @@
 //! Every body here is built from the canonical request the policy saw; none of it ever
 //! contains a header value, so a secret cannot leak through a refusal.
 
+use airlock_audit::DecisionId;
 use airlock_policy::{Explanation, Reason};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -28,6 +29,8 @@ pub struct Refused<'a> {
     pub path: Option<&'a str>,
     /// The rule that decided, if a rule did.
     pub rule: Option<&'a str>,
+    /// The decision's id, as on its audit line.
+    pub id: DecisionId,
 }
 
 #[derive(Serialize)]
@@ -38,6 +41,7 @@ struct DenyBody<'a> {
     host: &'a str,
     path: Option<&'a str>,
     rule: Option<&'a str>,
+    id: DecisionId,
     message: String,
     hint: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -73,6 +77,7 @@ impl Refused<'_> {
             host: self.host,
             path: self.path,
             rule: self.rule,
+            id: self.id,
             message,
             hint,
             asked,
@@ -179,6 +184,7 @@ pub(crate) fn refuse_exchange(
             host: &line.host,
             path: line.path.as_deref(),
             rule: line.rule.as_deref(),
+            id: line.id,
         }
         .response()
     };
@@ -199,6 +205,7 @@ mod tests {
             host: "evil.example",
             path: Some("/x"),
             rule: None,
+            id: DecisionId::next(),
         };
         let response = refused.response();
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
@@ -217,6 +224,17 @@ mod tests {
         assert_eq!(value["host"], "evil.example");
         assert_eq!(value["path"], "/x");
         assert!(value["rule"].is_null());
+        assert_eq!(value["id"], refused.id.to_string());
+        let text = String::from_utf8_lossy(&bytes);
+        let at = |key: &str| text.find(&format!("\"{key}\":")).expect(key);
+        let expected = [
+            "error", "reason", "method", "host", "path", "rule", "id", "message", "hint",
+        ];
+        assert!(
+            expected.windows(2).all(|pair| at(pair[0]) < at(pair[1])),
+            "docs/contract.md §4, in order: {text}"
+        );
+        assert_eq!(value.as_object().map(|o| o.len()), Some(expected.len()));
         assert_eq!(value["message"], "evil.example is not in the allowlist");
         assert_eq!(
             value["hint"],
@@ -233,6 +251,7 @@ mod tests {
                 host: "h.example",
                 path: Some("/p"),
                 rule: Some("network.allow[0]"),
+                id: DecisionId::next(),
             };
             let explanation = refused.explanation();
             assert!(!explanation.message.is_empty());

@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::budget::{BACKPRESSURE_WAIT, Budget, PerClient};
 use crate::ca::CertificateAuthority;
+use crate::caller::{ConnCaller, Identify};
 use crate::config::ProxyConfig;
 use crate::context::{Admitted, ConnContext, Shared, client_alpn};
 use crate::forward;
@@ -67,6 +68,8 @@ pub struct Proxy {
     connections: Arc<Semaphore>,
     per_client: Arc<PerClient>,
     shutdown: watch::Sender<bool>,
+    /// Finds the process behind each connection of [`Proxy::serve_transparent`].
+    identify: Option<Arc<dyn Identify>>,
 }
 
 impl Proxy {
@@ -166,7 +169,15 @@ impl Proxy {
             connections,
             per_client,
             shutdown,
+            identify: None,
         })
+    }
+
+    /// Looks up the process behind every connection [`Proxy::serve_transparent`] accepts
+    /// (a jail's handed listeners): its audit lines carry it, and `process:` rules are
+    /// decided with it ([`crate::caller`]).
+    pub fn identify_callers(&mut self, identify: Arc<dyn Identify>) {
+        self.identify = Some(identify);
     }
 
     /// The secrets in force; store a [`Credentials::rotated`] store to change a real value
@@ -205,7 +216,7 @@ impl Proxy {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         if let Some(context) = self.admit(&stream, peer, Some(HeadTap::default())) {
-                            tokio::spawn(serve_client(context, stream));
+                            tokio::spawn(serve_client(Arc::new(context), stream));
                         }
                     }
                     Err(e) => accept_failed(e).await,
@@ -236,13 +247,18 @@ impl Proxy {
                 loop {
                     match listener.accept().await {
                         Ok((stream, peer)) => {
-                            if let Some(context) = proxy.admit(&stream, peer, None) {
-                                tokio::spawn(transparent::serve(
-                                    context,
-                                    stream,
-                                    names.clone(),
-                                    capture,
-                                ));
+                            if let Some(mut context) = proxy.admit(&stream, peer, None) {
+                                let identify = proxy.identify.clone();
+                                let names = names.clone();
+                                tokio::spawn(async move {
+                                    if let Some(identify) = identify {
+                                        context.caller = Some(Arc::new(
+                                            identified(identify, &stream, peer).await,
+                                        ));
+                                    }
+                                    transparent::serve(Arc::new(context), stream, names, capture)
+                                        .await;
+                                });
                             }
                         }
                         Err(e) => accept_failed(e).await,
@@ -283,7 +299,7 @@ impl Proxy {
         stream: &TcpStream,
         peer: SocketAddr,
         head_tap: Option<HeadTap>,
-    ) -> Option<Arc<ConnContext>> {
+    ) -> Option<ConnContext> {
         let Ok(permit) = self.connections.clone().try_acquire_owned() else {
             tracing::warn!("limits.connections reached: closing a connection from {peer}");
             let line = Line::tcp_refused(peer.ip().to_string(), 0, 0, Reason::Overloaded);
@@ -299,16 +315,32 @@ impl Proxy {
         let _ = stream.set_nodelay(true);
         let shared = self.shared.clone();
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        Some(Arc::new(ConnContext {
+        Some(ConnContext {
             shared,
             origin: Origin::Direct,
             id,
             head_tap,
+            caller: None,
             _permit: Arc::new(Admitted {
                 _connection: permit,
                 _client: Some(client),
             }),
-        }))
+        })
+    }
+}
+
+/// The process behind an accepted connection from a jail (bounded in time).
+async fn identified(
+    identify: Arc<dyn Identify>,
+    stream: &TcpStream,
+    peer: SocketAddr,
+) -> ConnCaller {
+    // The client's own socket names the address it dialled: the original destination
+    // of a connection the jail REDIRECTed to its catch-all port, else the local address.
+    let dialled = transparent::original_destination(stream).or_else(|| stream.local_addr().ok());
+    match dialled {
+        Some(dialled) => ConnCaller::look_up(identify, peer, dialled).await,
+        None => ConnCaller::unknown(identify),
     }
 }
 

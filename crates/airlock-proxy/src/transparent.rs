@@ -29,7 +29,6 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::context::ConnContext;
-use crate::record::Line;
 use crate::tunnel;
 use crate::wire::{Sniffed, request_host};
 
@@ -37,7 +36,7 @@ use crate::wire::{Sniffed, request_host};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Capture {
     /// `airlock run`'s jail: every address is local, the accepted socket's local address
-    /// is the destination.
+    /// is the destination (`SO_ORIGINAL_DST` on the catch-all port).
     Jail,
     /// `airlock proxy --transparent`: `SO_ORIGINAL_DST` for REDIRECTed connections, SNI or
     /// `Host` for connections to the proxy's own address.
@@ -67,7 +66,10 @@ pub(crate) async fn serve(
         return;
     };
     let redirected = match capture {
-        Capture::Jail => Some(local),
+        // A connection to a port without a listener in the jail was REDIRECTed to the
+        // catch-all port by the jail's own nftables rule (no capability inside can change
+        // it): the NAT table has where it was going.
+        Capture::Jail => Some(original_destination(&stream).unwrap_or(local)),
         Capture::Gateway => original_destination(&stream).filter(|original| *original != local),
     };
     let mut buffer = BytesMut::new();
@@ -80,7 +82,7 @@ pub(crate) async fn serve(
                 None => {
                     let host = local.ip().to_string();
                     let reason = Reason::HostMismatch;
-                    let line = Line::tcp_refused(host, local.port(), context.id, reason);
+                    let line = context.tcp_refused(host, local.port(), reason);
                     line.write(&context.shared.audit);
                     return;
                 }
@@ -89,9 +91,10 @@ pub(crate) async fn serve(
     };
     let port = redirected.unwrap_or(local).port();
     let shared = &context.shared;
-    let decision = shared
-        .mode
-        .apply_tunnel(&host, shared.policy.load().decide_tunnel(&host, port));
+    let policy = shared.policy.load();
+    let decision = policy.decide_tunnel_as(&host, port, context.program());
+    let decision = shared.mode.apply_tunnel(&host, decision);
+    drop(policy);
     tunnel::serve(context, stream, buffer, host, port, decision).await;
 }
 

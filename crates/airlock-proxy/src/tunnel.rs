@@ -8,6 +8,15 @@
 //! * anything else (or silence, for server-speaks-first protocols): relayed as raw TCP if
 //!   a destination-only rule allows the port, else closed; either way one `tcp` line.
 //!
+//! In ask mode a tunnel refused only for its host is served all the same: its TLS is
+//! intercepted and each request inside is asked about at the request step; bytes that are
+//! not HTTP (or a `tls_passthrough` host) are asked about here, once per connection, as
+//! `CONNECT host:port` (docs/policy.md "Ask mode"), before anything is dialled. Such an
+//! ask is raw (`"raw":true`): its answer lets raw bytes through, never an HTTP request. A
+//! client that was silent when asked is sniffed again after the answer (up to the
+//! handshake timeout): a late ClientHello or request line is intercepted and asked about
+//! per request; only other bytes, or lasting silence, are relayed raw.
+//!
 //! Before any of this, the tunnel's host (a CONNECT target, or the name a transparent
 //! capture was addressed to) and then the SNI are searched by the outbound guard
 //! ([`crate::name_guard::guard_name`]): a name carrying a credential closes the tunnel, never
@@ -25,12 +34,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::ask::Asked;
 use crate::context::{ConnContext, client_alpn};
 use crate::head_clock::HeadClock;
 use crate::head_tap::{HeadTap, Tapped};
 use crate::identity::Origin;
 use crate::idle::{self, Activity};
-use crate::record::{Line, LineKind};
+use crate::record::LineKind;
 use crate::relay::relay;
 use crate::rewind::Rewind;
 use crate::upstream::DialError;
@@ -82,7 +92,10 @@ pub(crate) async fn serve(
             Ok(Ok(_)) => {}
             Err(_) if raw_allowed(&tunnel) => {
                 // The client waits for the server to speak first (SMTP, MySQL...).
-                return raw(context, stream, buffer.freeze(), host, port, tunnel).await;
+                return raw_or_ask(context, stream, buffer.freeze(), host, port, tunnel).await;
+            }
+            Err(_) if askable(&context, &host, &tunnel) => {
+                return silent_ask(context, stream, buffer, (host, port), tunnel).await;
             }
             Err(_) => {
                 let rest = limits
@@ -90,33 +103,80 @@ pub(crate) async fn serve(
                     .saturating_sub(limits.first_bytes_timeout);
                 match tokio::time::timeout(rest, stream.read_buf(&mut buffer)).await {
                     Ok(Ok(n)) if n > 0 => {}
-                    _ => return refuse_raw(&context, &host, port, &tunnel),
+                    _ => return refuse_raw(&context, &host, port, &tunnel, false),
                 }
             }
         }
     }
     match sniff(&mut stream, &mut buffer, limits.handshake_timeout).await {
         Sniffed::Tls(sni) => tls(context, stream, buffer.freeze(), host, port, tunnel, sni).await,
-        Sniffed::Http => {
-            let origin = Origin::Tunnel {
-                host,
-                port,
-                sni: None,
-                tls: false,
-            };
-            serve_http(
-                context.with_origin(origin),
-                TokioIo::new(Rewind::new(buffer.freeze(), stream)),
-                false,
-            )
-            .await;
+        Sniffed::Http => plain_http(context, stream, buffer.freeze(), host, port).await,
+        Sniffed::Other => raw_or_ask(context, stream, buffer.freeze(), host, port, tunnel).await,
+        Sniffed::Closed => {}
+    }
+}
+
+/// Serves a tunnel's plain HTTP, its first bytes in `prefix`.
+async fn plain_http(
+    context: Arc<ConnContext>,
+    stream: TcpStream,
+    prefix: Bytes,
+    host: Host,
+    port: u16,
+) {
+    let origin = Origin::Tunnel {
+        host,
+        port,
+        sni: None,
+        tls: false,
+    };
+    serve_http(
+        context.with_origin(origin),
+        TokioIo::new(Rewind::new(prefix, stream)),
+        false,
+    )
+    .await;
+}
+
+/// Ask mode, a client silent past `first_bytes_timeout` to a host refused only for its
+/// host: asks about it as raw; once allowed, keeps sniffing up to `handshake_timeout`. A
+/// late ClientHello or HTTP request is intercepted under the tunnel's own (refused)
+/// decision, so each request inside is asked about; other bytes or lasting silence
+/// (server speaks first) are relayed raw as the answer allows (docs/policy.md "Ask mode").
+async fn silent_ask(
+    context: Arc<ConnContext>,
+    mut stream: TcpStream,
+    mut buffer: BytesMut,
+    (host, port): (Host, u16),
+    tunnel: TunnelDecision,
+) {
+    let (allowed, asked) = ask_raw(&context, &host, port, tunnel.clone()).await;
+    if !raw_allowed(&allowed) {
+        return refuse_raw(&context, &host, port, &allowed, asked);
+    }
+    let wait = context.shared.limits.handshake_timeout;
+    match tokio::time::timeout(wait, stream.read_buf(&mut buffer)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => return,
+        Ok(Ok(_)) => {}
+        Err(_) => return raw(context, stream, Bytes::new(), (host, port), allowed, asked).await,
+    }
+    match sniff(&mut stream, &mut buffer, wait).await {
+        Sniffed::Tls(sni) => {
+            // A passthrough host is relayed raw anyway: as the raw answer allows.
+            let tunnel = if tunnel.passthrough { allowed } else { tunnel };
+            tls(context, stream, buffer.freeze(), host, port, tunnel, sni).await;
         }
+        Sniffed::Http => plain_http(context, stream, buffer.freeze(), host, port).await,
         Sniffed::Other => {
-            if raw_allowed(&tunnel) {
-                raw(context, stream, buffer.freeze(), host, port, tunnel).await;
-            } else {
-                refuse_raw(&context, &host, port, &tunnel);
-            }
+            raw(
+                context,
+                stream,
+                buffer.freeze(),
+                (host, port),
+                allowed,
+                asked,
+            )
+            .await
         }
         Sniffed::Closed => {}
     }
@@ -124,6 +184,65 @@ pub(crate) async fn serve(
 
 fn raw_allowed(tunnel: &TunnelDecision) -> bool {
     tunnel.decision.is_allow() && tunnel.raw_tcp_allowed
+}
+
+/// Whether ask mode asks about this refused tunnel's raw bytes: never where an `mcp`
+/// rule must see the bodies (an answer could not let raw bytes pass there; a late
+/// ClientHello is still intercepted).
+fn askable(context: &ConnContext, host: &Host, tunnel: &TunnelDecision) -> bool {
+    let shared = &context.shared;
+    shared.mode.askable(host, &tunnel.decision).is_some()
+        && !shared.policy.load().has_mcp_rule(host)
+}
+
+/// Ask mode: holds a tunnel refused only for its host until its ask (`CONNECT host:port`,
+/// no path) is answered; the tunnel to go on with (allowed by the answer: raw TCP too, as
+/// the suggested `HOST:PORT` rule allows, except where an `mcp` rule must see the bodies)
+/// and whether it was asked about. Any other tunnel is returned as it is.
+async fn ask_raw(
+    context: &ConnContext,
+    host: &Host,
+    port: u16,
+    mut tunnel: TunnelDecision,
+) -> (TunnelDecision, bool) {
+    let shared = &context.shared;
+    let Some(reason) = shared.mode.askable(host, &tunnel.decision) else {
+        return (tunnel, false);
+    };
+    if !askable(context, host, &tunnel) {
+        return (tunnel, false);
+    }
+    let key = crate::ask::request_key("CONNECT", host.to_string(), port, None);
+    let process = context
+        .caller
+        .as_ref()
+        .and_then(|caller| serde_json::to_value(&caller.process).ok());
+    match Box::pin(shared.asks.hold_from(key, reason, process)).await {
+        Asked::Allowed { rule, asked } => {
+            tunnel.decision = Decision::allow(rule);
+            tunnel.raw_tcp_allowed = !shared.policy.load().has_mcp_rule(host);
+            (tunnel, asked)
+        }
+        Asked::Refused => (tunnel, true),
+    }
+}
+
+/// Relays the bytes raw where the tunnel allows it (after asking, in ask mode), or closes
+/// the tunnel with its `tcp` line.
+async fn raw_or_ask(
+    context: Arc<ConnContext>,
+    stream: TcpStream,
+    prefix: Bytes,
+    host: Host,
+    port: u16,
+    tunnel: TunnelDecision,
+) {
+    let (tunnel, asked) = ask_raw(&context, &host, port, tunnel).await;
+    if raw_allowed(&tunnel) {
+        raw(context, stream, prefix, (host, port), tunnel, asked).await;
+    } else {
+        refuse_raw(&context, &host, port, &tunnel, asked);
+    }
 }
 
 /// Reads until the first bytes can be told apart ([`Sniffer`]), leaving every byte read
@@ -166,21 +285,25 @@ async fn tls(
         return refuse_name(&context, &finding, port);
     }
     if tunnel.passthrough {
-        if !tunnel.decision.is_allow() {
-            return refuse_raw(&context, &host, port, &tunnel);
+        if !tunnel.decision.is_allow() && !askable(&context, &host, &tunnel) {
+            return refuse_raw(&context, &host, port, &tunnel, false);
         }
         if !matches!(&sni, Some(Ok(name)) if *name == host) {
-            let line = Line::tcp_refused(host.to_string(), port, context.id, Reason::HostMismatch);
+            let line = context.tcp_refused(host.to_string(), port, Reason::HostMismatch);
             line.write(&shared.audit);
             return;
         }
-        return raw(context, stream, prefix, host, port, tunnel).await;
+        let (tunnel, asked) = ask_raw(&context, &host, port, tunnel).await;
+        if !tunnel.decision.is_allow() {
+            return refuse_raw(&context, &host, port, &tunnel, asked);
+        }
+        return raw(context, stream, prefix, (host, port), tunnel, asked).await;
     }
     let sni = match sni {
         Some(Ok(name)) => Some(name),
         // An SNI that is no host name cannot be matched to anything: refuse the tunnel.
         Some(Err(())) => {
-            let line = Line::tcp_refused(host.to_string(), port, context.id, Reason::HostMismatch);
+            let line = context.tcp_refused(host.to_string(), port, Reason::HostMismatch);
             line.write(&shared.audit);
             return;
         }
@@ -249,14 +372,15 @@ where
     }
 }
 
-/// Relays the tunnel as raw bytes to the checked address of `host:port`.
+/// Relays the tunnel as raw bytes to the checked address of `host:port` (`asked`: ask
+/// mode asked about it, written on its lines).
 async fn raw(
     context: Arc<ConnContext>,
     stream: TcpStream,
     prefix: Bytes,
-    host: Host,
-    port: u16,
+    (host, port): (Host, u16),
     tunnel: TunnelDecision,
+    asked: bool,
 ) {
     let shared = &context.shared;
     if !shared.audit_ok() {
@@ -264,8 +388,9 @@ async fn raw(
         return;
     }
     let started = std::time::Instant::now();
-    let mut line = Line::new(LineKind::Tcp, host.to_string(), port, context.id);
+    let mut line = context.line(LineKind::Tcp, host.to_string(), port);
     line.allow(tunnel.decision.rule.clone(), tunnel.would);
+    line.asked = asked;
     let mut upstream = match shared.upstream.connect_tcp(&host, port).await {
         Ok(upstream) => upstream,
         Err(DialError::Denied(decision)) => {
@@ -300,14 +425,15 @@ async fn raw(
 /// Closes a tunnel whose host name or SNI carried a credential, with its `tcp` audit
 /// line (the name shown as [`airlock_credentials::Finding::placeholder`]).
 fn refuse_name(context: &ConnContext, finding: &airlock_credentials::Finding, port: u16) {
-    let mut line = Line::tcp_refused(finding.placeholder(), port, context.id, finding.reason);
+    let mut line = context.tcp_refused(finding.placeholder(), port, finding.reason);
     line.form = finding.form.as_audit();
     line.credential = finding.kind;
     line.write(&context.shared.audit);
 }
 
-/// Closes a tunnel whose bytes may not pass, with its `tcp` audit line.
-fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDecision) {
+/// Closes a tunnel whose bytes may not pass, with its `tcp` audit line (`asked`: ask mode
+/// asked about it and nobody allowed it).
+fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDecision, asked: bool) {
     let decision = if tunnel.decision.is_allow() {
         // The port is allowed only for HTTP (the rule has methods or paths).
         Decision::deny(Reason::MethodNotAllowed, tunnel.decision.rule.clone())
@@ -315,7 +441,8 @@ fn refuse_raw(context: &ConnContext, host: &Host, port: u16, tunnel: &TunnelDeci
         tunnel.decision.clone()
     };
     let reason = decision.reason.unwrap_or(Reason::HostNotAllowed);
-    let mut line = Line::tcp_refused(host.to_string(), port, context.id, reason);
+    let mut line = context.tcp_refused(host.to_string(), port, reason);
     line.rule = decision.rule;
+    line.asked = asked;
     line.write(&context.shared.audit);
 }

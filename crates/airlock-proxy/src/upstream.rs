@@ -194,6 +194,19 @@ impl Upstream {
                         _ => return Ok(vec![SocketAddr::new(*ip, port)]),
                     }
                 }
+                if let Some(loopback) = policy.loopback_named(host, port) {
+                    // A rule naming `localhost` is consent to the host's loopback, as a pin
+                    // is: exempt from the private-address guard, not from a deny rule.
+                    for ip in loopback {
+                        match policy.check_address(host, ip) {
+                            Err(decision) if decision.reason != Some(Reason::PrivateAddress) => {
+                                return Err(DialError::Denied(decision));
+                            }
+                            _ => {}
+                        }
+                    }
+                    return Ok(loopback.map(|ip| SocketAddr::new(ip, port)).to_vec());
+                }
                 let addresses = self.lookup(name).await?;
                 if addresses.is_empty() {
                     return Err(DialError::NoAddress(name.clone()));

@@ -79,9 +79,9 @@ fn build(
     store: Arc<PolicyStore>,
     token: Option<&str>,
 ) -> Arc<Admin> {
-    let hub = Arc::new(Hub::default());
+    let hub = Arc::new(Hub::configured());
     let tap = hub.clone();
-    audit.tap_with(Arc::new(move |line| tap.observe(line)));
+    audit.tap_with(Arc::new(move |written| tap.observe_written(written)));
     let events = hub.clone();
     proxy
         .asks()
@@ -121,9 +121,22 @@ pub async fn serve_run(
     audit: &AuditLog,
     dir: &std::path::Path,
 ) -> Result<crate::run_socket::SocketFile, String> {
+    let path = crate::run_socket::socket_path(dir, std::process::id());
+    serve_at(policy, proxy, audit, path).await
+}
+
+/// Serves the admin API on the Unix socket `path` (mode 0600, no token: its directory is
+/// this user's only, hidden from the command): `airlock run`'s, and a sandbox daemon's in
+/// its control directory (`airlock watch --sandbox NAME`). The socket goes when the
+/// returned guard drops.
+pub async fn serve_at(
+    policy: &PolicySources,
+    proxy: &Proxy,
+    audit: &AuditLog,
+    path: std::path::PathBuf,
+) -> Result<crate::run_socket::SocketFile, String> {
     let store = Arc::new(PolicyStore::new(proxy.policy().clone(), audit.clone()));
     let admin = build(policy, proxy, audit, store, None);
-    let path = crate::run_socket::socket_path(dir, std::process::id());
     let bound = admin
         .bind(&Listen::Unix(path.clone()))
         .await

@@ -61,6 +61,8 @@ pub struct SessionConfig {
     pub log: Option<String>,
     /// Rotate the audit log file beyond this many bytes.
     pub audit_max_size: Option<u64>,
+    /// How audit lines are written: airlock's shape or OCSF (`--audit-format`).
+    pub audit_format: airlock_audit::ocsf::Format,
     /// How the command is confined.
     pub jail: JailMode,
     /// `enforce`, `report` or `ask`.

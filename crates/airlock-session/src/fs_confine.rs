@@ -7,6 +7,7 @@
 //! Anything that cannot be confined as asked is an error naming the path (exit 125).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use airlock_jail::FsConfinement;
 use airlock_policy::filesystem::{Entry, FsRules, Launcher};
@@ -14,6 +15,10 @@ use airlock_policy::model::Filesystem;
 
 use crate::fs_walk::{Found, walk};
 use crate::quarantine::EndCheck;
+
+/// How long the start walk looks for protected names before the directories it has not
+/// reached are made read-only instead (docs/security.md).
+const START_WALK: Duration = Duration::from_secs(3);
 
 /// A filesystem plan ready for the jail.
 #[derive(Debug, Default)]
@@ -25,6 +30,9 @@ pub struct FsPlan {
     /// What the end of the run checks again: the protected names the command may have
     /// created or replaced (docs/security.md).
     pub end_check: EndCheck,
+    /// What the launcher should tell the user on stderr (directories the walk's time bound
+    /// left read-only).
+    pub notes: Vec<String>,
 }
 
 impl FsPlan {
@@ -120,10 +128,17 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
     let exceptions = existing(rules.exceptions.iter().cloned());
     let mut protected = existing(rules.protected_paths.iter().cloned());
     let mut found = Found::default();
-    for (dir, entry) in &writable {
-        walk(&rules, dir, &entry.path, None, &mut found)?;
+    let deadline = Instant::now() + walk_time();
+    // A writable file holds no names to find.
+    for (dir, entry) in writable.iter().filter(|(path, _)| path.is_dir()) {
+        walk(&rules, dir, &entry.path, None, deadline, &mut found);
     }
     protected.append(&mut found.protected);
+    let notes = unwalked_notes(&found.unwalked);
+    // What the walk did not see (out of time, or unreadable: the command, as the same user,
+    // could make it readable again) is read-only for the run.
+    protected.extend(found.unwalked.iter().cloned());
+    protected.extend(found.unreadable.iter().cloned());
     let home = std::fs::canonicalize(&place.home).unwrap_or_else(|_| place.home.clone());
     // Hook directories and included files inside a writable directory: protected where
     // they exist, watched by the end check where they do not (yet).
@@ -145,6 +160,7 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
     protected.dedup();
     let roots: Vec<(PathBuf, PathBuf)> = writable
         .iter()
+        .filter(|(path, _)| path.is_dir())
         .map(|(path, entry)| (path.clone(), entry.path.clone()))
         .collect();
     let end_check = EndCheck::new(rules.clone(), roots, &protected, &found, targets);
@@ -158,10 +174,53 @@ pub fn plan(fs: &Filesystem, place: &Place, extra_hidden: Vec<Entry>) -> Result<
         },
         hidden: drop_nested(hidden),
         end_check,
+        notes,
     })
 }
 
-/// A writable entry, canonical; it must be an existing directory.
+/// How long the start walk may look for protected names: [`START_WALK`], or
+/// `AIRLOCK_WALK_SECONDS` (a number of seconds, more than 0 and at most 600) when set
+/// (docs/operations.md).
+fn walk_time() -> Duration {
+    std::env::var("AIRLOCK_WALK_SECONDS")
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|secs| *secs > 0.0 && *secs <= 600.0)
+        .map_or(START_WALK, Duration::from_secs_f64)
+}
+
+/// The stderr lines for the directories the start walk did not reach in time.
+fn unwalked_notes(unwalked: &[PathBuf]) -> Vec<String> {
+    if unwalked.is_empty() {
+        return Vec::new();
+    }
+    let shown: Vec<String> = unwalked
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = unwalked.len().saturating_sub(shown.len());
+    vec![format!(
+        "the search for write-protected names ran out of time ({:.1} s) before reading {}{}; {} read-only \
+         for this run (set AIRLOCK_WALK_SECONDS to allow longer, or list narrower \
+         filesystem.writable entries)",
+        walk_time().as_secs_f64(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        if unwalked.len() == 1 {
+            "it is"
+        } else {
+            "they are"
+        },
+    )]
+}
+
+/// A writable entry, canonical; it must be an existing directory or regular file (a file
+/// is bound alone: its siblings stay as they are).
 fn canonical_dir(entry: &Entry) -> Result<PathBuf, String> {
     let path = std::fs::canonicalize(&entry.path).map_err(|e| {
         format!(
@@ -170,14 +229,49 @@ fn canonical_dir(entry: &Entry) -> Result<PathBuf, String> {
             entry.path.display()
         )
     })?;
-    if !path.is_dir() {
+    if !path.is_dir() && !path.is_file() {
         return Err(format!(
-            "{} ({}) is not a directory: filesystem.writable takes directories",
+            "{} ({}) is neither a directory nor a regular file: filesystem.writable takes \
+             directories and files",
             entry.why,
             entry.path.display()
         ));
     }
     Ok(path)
+}
+
+/// The host paths a command's arguments name (whole, after `=`, or as words of a shell
+/// line) in a temporary directory the jail makes private (`/tmp`, `/var/tmp`, `/dev/shm`):
+/// they exist on the host, but the command sees an empty directory there (the working directory apart, which is bound in). For the note
+/// airlock prints when such a command fails.
+pub fn hidden_temporary_paths(
+    argv: &[std::ffi::OsString],
+    cwd: &Path,
+) -> Vec<(PathBuf, &'static str)> {
+    let words: Vec<String> = argv
+        .iter()
+        .flat_map(|arg| {
+            let arg = arg.to_string_lossy();
+            arg.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut paths: Vec<(PathBuf, &'static str)> = words
+        .iter()
+        .map(String::as_str)
+        .map(|word| word.split_once('=').map_or(word, |(_, value)| value))
+        .map(|word| PathBuf::from(word.trim_matches(|c| matches!(c, '\'' | '"' | ';' | ')'))))
+        .filter_map(|path| {
+            let tmp = ["/tmp", "/var/tmp", "/dev/shm"]
+                .into_iter()
+                .find(|tmp| path.starts_with(tmp) && path != Path::new(tmp))?;
+            let shown = !path.starts_with(cwd) && std::fs::symlink_metadata(&path).is_ok();
+            shown.then_some((path, tmp))
+        })
+        .collect();
+    paths.dedup();
+    paths
 }
 
 /// The paths that exist, canonical, without duplicates.
@@ -372,5 +466,39 @@ mod tests {
         };
         let error = plan(&fs, &place, Vec::new()).expect_err("hidden");
         assert!(error.contains("lies in the hidden"), "{error}");
+    }
+
+    #[test]
+    fn a_writable_file_is_bound_alone_and_not_walked() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let home = std::fs::canonicalize(root.path()).expect("canonical");
+        std::fs::write(home.join(".claude.json"), "{}").expect("file");
+        std::fs::create_dir_all(home.join("proj")).expect("proj");
+        let place = Place {
+            home: home.clone(),
+            cwd: home.join("proj"),
+            uid: 4242,
+            workspace: None,
+        };
+        let fs = Filesystem {
+            writable: Some(vec![".".into(), "~/.claude.json".into()]),
+            ..Filesystem::default()
+        };
+        let plan = plan(&fs, &place, Vec::new()).expect("plan");
+        assert_eq!(
+            plan.confinement.writable,
+            vec![home.join("proj"), home.join(".claude.json")]
+        );
+        assert!(plan.notes.is_empty(), "{:?}", plan.notes);
+        assert!(plan.end_check.check().is_empty());
+        let fifo = Filesystem {
+            writable: Some(vec!["/dev/null".into()]),
+            ..Filesystem::default()
+        };
+        let error = super::plan(&fifo, &place, Vec::new()).expect_err("a device");
+        assert!(
+            error.contains("neither a directory nor a regular file"),
+            "{error}"
+        );
     }
 }

@@ -26,6 +26,9 @@ pub mod host_sockets;
 mod log;
 pub mod panic_redaction;
 pub mod policy_reload;
+#[cfg(target_os = "linux")]
+pub mod process_lookup;
+pub mod program_paths;
 pub mod quarantine;
 pub mod rotation;
 pub mod run_socket;

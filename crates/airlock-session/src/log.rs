@@ -59,16 +59,21 @@ impl LogTarget {
 }
 
 /// Opens the audit log: `--log` as given, or a new file under `<ca_dir>/logs/`, rotated
-/// beyond `max_size` bytes. A rotated `--log` file's directory must not hold the working
+/// beyond `max_size` bytes; its checkpoints are signed with the key beside the CA
+/// (`airlock_audit::signing`). A rotated `--log` file's directory must not hold the working
 /// directory: it is hidden from the command (`crate::session`).
 pub(crate) fn open_log(
     dest: Option<&str>,
     ca_dir: &Path,
     max_size: Option<u64>,
+    format: airlock_audit::ocsf::Format,
 ) -> Result<(AuditLog, LogTarget), String> {
+    let signing = airlock_audit::checkpoint::Signing::beside(ca_dir)?;
     let path = match dest {
         Some("-") => {
-            let audit = AuditLog::open("-").map_err(|e| format!("--log -: {e}"))?;
+            let options = airlock_audit::LogOptions::default();
+            let audit = AuditLog::open_signed("-", options, signing, format)
+                .map_err(|e| format!("--log -: {e}"))?;
             return Ok((audit, LogTarget::Stdout));
         }
         Some(file) => PathBuf::from(file),
@@ -86,7 +91,8 @@ pub(crate) fn open_log(
         .to_str()
         .ok_or_else(|| format!("--log {}: not a UTF-8 path", path.display()))?;
     let options = airlock_audit::LogOptions { max_size };
-    let audit = AuditLog::open_with(text, options).map_err(|e| format!("--log {text}: {e}"))?;
+    let audit = AuditLog::open_signed(text, options, signing, format)
+        .map_err(|e| format!("--log {text}: {e}"))?;
     let start = std::fs::metadata(&path).map_or(0, |m| m.len());
     let path = std::fs::canonicalize(&path).unwrap_or(path);
     if max_size.is_some() && dest.is_some() {

@@ -22,13 +22,17 @@
 //! (or a directory) removed meanwhile is said, not a failure: the command cannot remove
 //! one (each is a mount point in the jail), so the host did.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use airlock_policy::filesystem::FsRules;
 
 use crate::fs_walk::{Found, walk};
+
+/// How long the end check's walk may take; past it the check fails (exit 125).
+const END_WALK: Duration = Duration::from_secs(120);
 
 /// The suffix of a quarantined name.
 pub const QUARANTINE_SUFFIX: &str = ".airlock-quarantine";
@@ -58,8 +62,9 @@ pub struct EndCheck {
     protected: Vec<PathBuf>,
     /// Hook directories and included files git's configuration names.
     targets: Vec<PathBuf>,
-    /// Cache directories the start walk skipped (skipped again).
-    caches: Vec<PathBuf>,
+    /// Directories the start walk skipped (caches, and those it left read-only: out of
+    /// time or unreadable): skipped again.
+    skips: Vec<PathBuf>,
 }
 
 /// One thing the end check did or could not do.
@@ -110,7 +115,13 @@ impl EndCheck {
             known,
             protected: protected.to_vec(),
             targets,
-            caches: found.caches.clone(),
+            skips: found
+                .caches
+                .iter()
+                .chain(&found.unwalked)
+                .chain(&found.unreadable)
+                .cloned()
+                .collect(),
         }
     }
 
@@ -122,14 +133,85 @@ impl EndCheck {
     }
 
     /// Walks the writable directories again and quarantines what the command created or
-    /// replaced. Every finding is returned; none means nothing was found.
+    /// replaced. Every finding is returned; none means nothing was found. The cheap part
+    /// first (which repositories changed: a `stat` each; every protected name renamed),
+    /// then the per-repository checks (which run git), bounded by [`END_WALK`] too: past
+    /// it the check is said unfinished (exit 125) rather than left hanging.
     pub fn check(&self) -> Vec<Finding> {
         let mut findings = Vec::new();
-        let mut found = Found::default();
-        for (dir, written) in &self.roots {
-            if let Err(e) = walk(&self.rules, dir, written, Some(&self.caches), &mut found) {
-                findings.push(Finding::Unchecked(e));
+        let found = self.walk_again(&mut findings);
+        let changed: Vec<&PathBuf> = found
+            .git_dirs
+            .iter()
+            .filter(|dir| !self.unchanged(dir))
+            .collect();
+        let settled: HashSet<PathBuf> = changed.iter().map(|dir| (*dir).clone()).collect();
+        self.settle_protected(&found, &settled, &mut findings);
+        let deadline = Instant::now() + END_WALK;
+        let mut late = false;
+        let mut out_of_time = || {
+            late = late || Instant::now() >= deadline;
+            late
+        };
+        let mut late_findings = Vec::new();
+        for git_dir in changed {
+            if out_of_time() {
+                break;
             }
+            if self.known.contains_key(git_dir) {
+                let why = "a .git directory that replaced the one there at the start";
+                settle(&mut late_findings, git_dir, why);
+            } else {
+                self.check_new_repository(git_dir, &mut late_findings);
+            }
+        }
+        for git_dir in &found.git_dirs {
+            if out_of_time() {
+                break;
+            }
+            self.check_gitlinks(git_dir, &settled, &mut late_findings);
+        }
+        for bare in &found.bare_dirs {
+            if out_of_time() {
+                break;
+            }
+            if !self.unchanged(bare) && !within(&settled, bare) {
+                self.check_new_repository(bare, &mut late_findings);
+            }
+        }
+        if late {
+            late_findings.push(Finding::Unchecked(format!(
+                "the end check ran out of time ({} s) checking the repositories created or \
+                 replaced during the run",
+                END_WALK.as_secs()
+            )));
+        }
+        findings.append(&mut late_findings);
+        self.note_gone(&mut findings);
+        findings
+    }
+
+    /// The end walk, its unwalked and unreadable directories said as findings.
+    fn walk_again(&self, findings: &mut Vec<Finding>) -> Found {
+        let mut found = Found::default();
+        let deadline = Instant::now() + END_WALK;
+        for (dir, written) in &self.roots {
+            walk(
+                &self.rules,
+                dir,
+                written,
+                Some(&self.skips),
+                deadline,
+                &mut found,
+            );
+        }
+        for dir in &found.unwalked {
+            findings.push(Finding::Unchecked(format!(
+                "the end check ran out of time ({} s) before {}: a protected name created in it \
+                 would go unseen",
+                END_WALK.as_secs(),
+                dir.display()
+            )));
         }
         for dir in &found.unreadable {
             findings.push(Finding::Unchecked(format!(
@@ -137,33 +219,19 @@ impl EndCheck {
                 dir.display()
             )));
         }
-        let mut settled: Vec<PathBuf> = Vec::new();
-        for git_dir in &found.git_dirs {
-            if self.unchanged(git_dir) {
-                continue;
-            }
-            if self.known.contains_key(git_dir) {
-                settle(
-                    &mut findings,
-                    git_dir,
-                    "a .git directory that replaced the one there at the start",
-                );
-            } else {
-                self.check_new_repository(git_dir, &mut findings);
-            }
-            settled.push(git_dir.clone());
-        }
-        for git_dir in &found.git_dirs {
-            self.check_gitlinks(git_dir, &settled, &mut findings);
-        }
-        for bare in &found.bare_dirs {
-            if !self.unchanged(bare) && !settled.iter().any(|dir| bare.starts_with(dir)) {
-                self.check_new_repository(bare, &mut findings);
-            }
-        }
-        let candidates = found.protected.iter().chain(&self.targets);
-        for path in candidates {
-            if settled.iter().any(|dir| path.starts_with(dir))
+        found
+    }
+
+    /// Renames every protected name (and watched target) created or replaced during the
+    /// run, outside the repositories that changed (checked as a whole).
+    fn settle_protected(
+        &self,
+        found: &Found,
+        settled: &HashSet<PathBuf>,
+        findings: &mut Vec<Finding>,
+    ) {
+        for path in found.protected.iter().chain(&self.targets) {
+            if within(settled, path)
                 || self.unchanged(path)
                 || std::fs::symlink_metadata(path).is_err()
             {
@@ -174,21 +242,30 @@ impl EndCheck {
             } else {
                 "created during the run"
             };
-            settle(&mut findings, path, why);
+            settle(findings, path, why);
         }
+    }
+
+    /// A finding for each protected path that is gone and was not moved by this check.
+    fn note_gone(&self, findings: &mut Vec<Finding>) {
+        let moved: HashSet<PathBuf> = findings.iter().filter_map(moved_path).collect();
         for path in &self.protected {
-            if identity(path).is_none() && !findings.iter().any(|f| moved_by(f, path)) {
+            if identity(path).is_none() && !within(&moved, path) {
                 findings.push(Finding::Gone(path.clone()));
             }
         }
-        findings
     }
 
     /// The submodules (gitlinks) `git_dir`'s index names: the host's `git status` recurses
     /// into each one that has a `.git`, wherever it lies, also where the walk does not look
     /// (`node_modules`, cache directories). A `.git` there that was not present at the start
     /// is checked as a new repository (or set aside, when it is a file or a link).
-    fn check_gitlinks(&self, git_dir: &Path, settled: &[PathBuf], findings: &mut Vec<Finding>) {
+    fn check_gitlinks(
+        &self,
+        git_dir: &Path,
+        settled: &HashSet<PathBuf>,
+        findings: &mut Vec<Finding>,
+    ) {
         let Some(work_tree) = git_dir.parent() else {
             return;
         };
@@ -207,7 +284,7 @@ impl EndCheck {
             let Ok(metadata) = std::fs::symlink_metadata(&dot_git) else {
                 continue;
             };
-            if self.known.contains_key(&dot_git) || settled.iter().any(|s| dot_git.starts_with(s)) {
+            if self.known.contains_key(&dot_git) || within(settled, &dot_git) {
                 continue;
             }
             if metadata.is_dir() {
@@ -258,9 +335,17 @@ impl EndCheck {
     }
 }
 
-/// Whether a finding is the quarantine of `path` or of a directory holding it.
-fn moved_by(finding: &Finding, path: &Path) -> bool {
-    matches!(finding, Finding::Quarantined { path: moved, .. } if path.starts_with(moved))
+/// The path a finding moved to quarantine, if it moved one.
+fn moved_path(finding: &Finding) -> Option<PathBuf> {
+    match finding {
+        Finding::Quarantined { path, .. } => Some(path.clone()),
+        _ => None,
+    }
+}
+
+/// Whether `path` is one of `dirs` or lies inside one (a lookup per ancestor).
+fn within(dirs: &HashSet<PathBuf>, path: &Path) -> bool {
+    path.ancestors().any(|ancestor| dirs.contains(ancestor))
 }
 
 /// A real directory whose entries are all regular `*.sample` files (what `git init` puts
@@ -528,6 +613,11 @@ mod tests {
     use super::*;
     use airlock_policy::filesystem::Launcher;
 
+    /// A deadline no test reaches.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(600)
+    }
+
     /// A project with a repository, the end check of its start, and the project path.
     fn start(setup: impl Fn(&Path)) -> (tempfile::TempDir, EndCheck, PathBuf) {
         let root = tempfile::tempdir().expect("tempdir");
@@ -543,7 +633,7 @@ mod tests {
             Vec::new(),
         );
         let mut found = Found::default();
-        walk(&rules, &project, &project, None, &mut found).expect("walk");
+        walk(&rules, &project, &project, None, far(), &mut found);
         let protected = std::mem::take(&mut found.protected);
         let roots = vec![(project.clone(), project.clone())];
         let check = EndCheck::new(rules, roots, &protected, &found, Vec::new());

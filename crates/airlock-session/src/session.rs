@@ -68,7 +68,11 @@ impl Session {
     pub fn prepare(config: &SessionConfig) -> Result<(Session, ProxyConfig), Vec<String>> {
         let policy = config.sources.load()?;
         if config.sources.has_no_rules() {
-            eprintln!("airlock: no --policy and no --allow: all network access is refused");
+            eprintln!(
+                "airlock: no --policy, no --allow, no ./airlock.yaml or ~/.config/airlock/policy.yaml \
+                 and no agent profile: all network access is refused (`airlock init` writes a \
+                 starter policy)"
+            );
         } else if policy.network.allow.is_empty() {
             eprintln!("airlock: the policy has no allow rule: all network access is refused");
         }
@@ -91,8 +95,13 @@ impl Session {
         let ca = ca::init(&ca_dir, false)
             .and_then(|_| CertificateAuthority::load_dir(&ca_dir))
             .map_err(|e| vec![e.to_string()])?;
-        let (audit, log) =
-            open_log(config.log.as_deref(), &ca_dir, config.audit_max_size).map_err(|e| vec![e])?;
+        let (audit, log) = open_log(
+            config.log.as_deref(),
+            &ca_dir,
+            config.audit_max_size,
+            config.audit_format,
+        )
+        .map_err(|e| vec![e])?;
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -161,6 +170,16 @@ impl Session {
     /// One stderr line when anything was refused (file logs only).
     pub fn print_summary(&self) {
         self.log.print_summary();
+    }
+
+    /// Serves the admin API on the Unix socket `path` (a sandbox's control socket, which
+    /// `airlock watch --sandbox NAME` attaches to; docs/watch.md).
+    pub async fn serve_admin_at(
+        &self,
+        proxy: &Proxy,
+        path: PathBuf,
+    ) -> Result<crate::run_socket::SocketFile, String> {
+        crate::admin::serve_at(&self.sources, proxy, &self.audit, path).await
     }
 
     /// Serves the run's admin API on its socket (docs/contract.md "Admin API"). Without it

@@ -20,12 +20,15 @@ pub struct PolicySources {
     /// Secret specs: `NAME@HOSTS`, `NAME=env:VAR@HOSTS`, `NAME=file:PATH@HOSTS`,
     /// `NAME=SURROGATE=VALUE@HOSTS`, or any of them `@preset:SERVICE`.
     pub secrets: Vec<String>,
+    /// A built-in agent profile added to the rules (docs/agents.md); with one, the
+    /// combined policy must give the agent its key.
+    pub profile: Option<&'static airlock_policy::profiles::Profile>,
 }
 
 impl PolicySources {
-    /// Whether neither a policy file nor an allow rule was given.
+    /// Whether neither a policy file, an allow rule nor a profile was given.
     pub fn has_no_rules(&self) -> bool {
-        self.policies.is_empty() && self.allows.is_empty()
+        self.policies.is_empty() && self.allows.is_empty() && self.profile.is_none()
     }
 
     /// Reads, validates and combines every source. Returns every error found, each
@@ -58,7 +61,14 @@ impl PolicySources {
         if !self.allows.is_empty() || !self.secrets.is_empty() {
             sources.push((None, flags));
         }
-        Policy::combine(sources).map_err(|e| vec![e.to_string()])
+        if let Some(profile) = self.profile {
+            profile.add_to(&mut sources).map_err(|e| vec![e])?;
+        }
+        let policy = Policy::combine(sources).map_err(|e| vec![e.to_string()])?;
+        if let Some(profile) = self.profile {
+            profile.check_key(&policy).map_err(|e| vec![e])?;
+        }
+        Ok(policy)
     }
 
     /// Reads the real value of every secret of `policy` and builds the credential store
@@ -120,9 +130,10 @@ pub fn announce_mode(mode: airlock_policy::mode::Mode) {
     if mode == airlock_policy::mode::Mode::Ask {
         eprintln!(
             "airlock: ask mode: requests refused only for their host, method or path are held \
-             until answered through the admin API (GET /v1/pending, POST /v1/pending/ID) or \
-             refused after --ask-timeout; credentials, private addresses, deny rules, body \
-             guards and MCP rules are still enforced"
+             until answered: run `airlock watch` in another terminal (`--admin ADDR` for a \
+             proxy; a allow once, r for the run, s save, d deny); unanswered ones are refused after --ask-timeout; \
+             credentials, private addresses, deny rules, body guards and MCP rules are still \
+             enforced"
         );
     }
     if mode == airlock_policy::mode::Mode::Report {

@@ -28,6 +28,8 @@ pub struct StandaloneConfig {
     pub log: Option<String>,
     /// Rotate the log file beyond this many bytes.
     pub audit_max_size: Option<u64>,
+    /// How audit lines are written: airlock's shape or OCSF (`--audit-format`).
+    pub audit_format: airlock_audit::ocsf::Format,
     /// The CA certificate and key; `None`: the CA of `airlock ca path`, created if
     /// missing.
     pub ca: Option<(PathBuf, PathBuf)>,
@@ -77,7 +79,11 @@ pub fn prepare(config: &StandaloneConfig) -> Result<ProxyConfig, Vec<String>> {
             .map_err(|e| errors.push(e.to_string()))
             .ok(),
         None => Some(AuditLog::disabled()),
-        Some(dest) => AuditLog::open_with(dest, options)
+        Some(dest) => signing_beside_ca(config.ca.as_ref())
+            .and_then(|signing| {
+                AuditLog::open_signed(dest, options, signing, config.audit_format)
+                    .map_err(|e| e.to_string())
+            })
             .map_err(|e| errors.push(format!("--log {dest}: {e}")))
             .ok(),
     };
@@ -97,6 +103,22 @@ pub fn prepare(config: &StandaloneConfig) -> Result<ProxyConfig, Vec<String>> {
         proxy.tunnel_refusal = TunnelRefusal::InsideTls;
     }
     Ok(proxy)
+}
+
+/// The key the log's checkpoints are signed with: beside the given CA's key, or in the
+/// default CA directory (created on first use, `airlock_audit::signing`).
+fn signing_beside_ca(
+    given: Option<&(PathBuf, PathBuf)>,
+) -> Result<airlock_audit::checkpoint::Signing, String> {
+    let dir = match given {
+        Some((_, key)) => key
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_owned(),
+        None => ca::default_dir().map_err(|e| e.to_string())?,
+    };
+    airlock_audit::checkpoint::Signing::beside(&dir)
 }
 
 /// The given CA, or the default one (created if missing).

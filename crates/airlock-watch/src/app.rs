@@ -1,6 +1,7 @@
 //! The terminal loop: puts the terminal in raw mode on the alternate screen, then redraws
-//! the [`Model`] whenever an audit line, a pending list (polled every half second) or a
-//! key arrives, and sends the answers keys ask for. The terminal is restored on every way
+//! the [`Model`] whenever an audit line (the run's backlog first), a pending list (polled
+//! every half second) or a key arrives, and sends the answers keys ask for. `NO_COLOR`
+//! turns colours off. The terminal is restored on every way
 //! out, a panic included (ratatui's `init` installs that hook).
 
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::WatchError;
 use crate::client::{Client, ClientError};
-use crate::model::{Action, Key, Model};
+use crate::model::{Action, Key, MAX_ROWS, Model};
 use crate::view;
 
 /// How often the pending asks are asked for.
@@ -30,11 +31,12 @@ pub async fn run(client: Client) -> Result<(), WatchError> {
 async fn event_loop(terminal: &mut DefaultTerminal, client: Client) -> Result<(), WatchError> {
     let (line_sender, mut lines) = mpsc::channel::<String>(4096);
     let streaming = client.clone();
-    let mut stream = tokio::spawn(async move { streaming.events(line_sender).await });
+    let mut stream = tokio::spawn(async move { streaming.events(MAX_ROWS, line_sender).await });
     let mut keys = read_keys();
     let mut poll = tokio::time::interval(POLL);
     let mut asks_supported = true;
     let mut model = Model::new(client.describe());
+    model.color = colour_wanted(std::env::var_os("NO_COLOR").as_deref());
     loop {
         terminal
             .draw(|frame| view::draw(frame, &model))
@@ -68,7 +70,8 @@ async fn event_loop(terminal: &mut DefaultTerminal, client: Client) -> Result<()
                     Action::None => {}
                     Action::Answer { id, allow, scope } => {
                         model.status = match client.answer(&id, allow, scope).await {
-                            Ok(()) => format!("answered {id}: {} {}", if allow { "allow" } else { "deny" }, scope.as_str()),
+                            Ok(()) if allow => format!("answered {id}: allow {}", scope.as_str()),
+                            Ok(()) => format!("answered {id}: deny"),
                             Err(error) => error.to_string(),
                         };
                         if let Ok(pending) = client.pending().await {
@@ -79,6 +82,12 @@ async fn event_loop(terminal: &mut DefaultTerminal, client: Client) -> Result<()
             }
         }
     }
+}
+
+/// Whether to draw colours: not when `NO_COLOR` is set to anything but the empty string
+/// (no-color.org).
+pub fn colour_wanted(no_color: Option<&std::ffi::OsStr>) -> bool {
+    no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 /// Reads terminal key events on a thread of their own (crossterm's reader blocks) and
@@ -123,13 +132,13 @@ fn map_key(code: KeyCode) -> Option<Key> {
     })
 }
 
-/// `--json`: prints each audit line of the event stream on its own line until the
-/// stream ends.
+/// `--json`: prints each audit line of the event stream (the backlog first) on its own
+/// line until the stream ends.
 pub async fn print_json(client: Client) -> Result<(), WatchError> {
     use tokio::io::AsyncWriteExt;
     let (sender, mut lines) = mpsc::channel::<String>(4096);
     let streaming = client.clone();
-    let stream = tokio::spawn(async move { streaming.events(sender).await });
+    let stream = tokio::spawn(async move { streaming.events(MAX_ROWS, sender).await });
     let mut out = tokio::io::stdout();
     while let Some(line) = lines.recv().await {
         let written = async {
@@ -144,5 +153,17 @@ pub async fn print_json(client: Client) -> Result<(), WatchError> {
     match stream.await {
         Ok(result) => result.map_err(WatchError::Client),
         Err(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_color_set_to_anything_but_empty_turns_colours_off() {
+        assert!(colour_wanted(None));
+        assert!(colour_wanted(Some(std::ffi::OsStr::new(""))));
+        assert!(!colour_wanted(Some(std::ffi::OsStr::new("1"))));
     }
 }

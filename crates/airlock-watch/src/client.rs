@@ -96,11 +96,17 @@ impl Client {
         Ok(())
     }
 
-    /// Streams the audit lines of `GET /v1/events` into `lines` until the stream ends
+    /// Streams the audit lines of `GET /v1/events?backlog=BACKLOG` (the last `backlog`
+    /// lines the run kept, then the live ones) into `lines` until the stream ends
     /// (cleanly or cut off), or the receiver is dropped; an error only when the stream
     /// cannot be opened or an event is over-long.
-    pub async fn events(&self, lines: mpsc::Sender<String>) -> Result<(), ClientError> {
-        let response = self.send(Method::GET, "/v1/events", None).await?;
+    pub async fn events(
+        &self,
+        backlog: usize,
+        lines: mpsc::Sender<String>,
+    ) -> Result<(), ClientError> {
+        let path = format!("/v1/events?backlog={backlog}");
+        let response = self.send(Method::GET, &path, None).await?;
         let status = response.status();
         if !status.is_success() {
             let body = read_limited(response.into_body()).await.unwrap_or_default();

@@ -1,144 +1,23 @@
 //! What the view shows, without I/O: the recent decisions (audit lines from the admin
-//! API's event stream), the asks waiting for an answer, the filter being typed, and what
-//! each key does. The terminal loop ([`crate::app`]) feeds it lines, pending lists and
-//! keys; [`crate::view`] draws it.
+//! API's event stream, the backlog first), the asks waiting for an answer, the cursor, the
+//! detail view, the filter being typed, and what each key does. The terminal loop
+//! ([`crate::app`]) feeds it lines, pending lists and keys; [`crate::view`] draws it.
+//!
+//! The cursor moves over one list: the asks (oldest first), then the decisions (newest
+//! first). Answer keys always act on the selected ask; Enter opens the detail of what the
+//! cursor is on.
+
+mod row;
 
 use std::collections::VecDeque;
 
 pub use airlock_policy::ask::Scope;
-use serde::Deserialize;
+pub use row::{Ask, Row, value_text};
 
 /// The most decisions kept (older ones scroll away).
 pub const MAX_ROWS: usize = 5000;
 /// The most characters a filter may have.
 const MAX_FILTER: usize = 200;
-
-/// One decision, as the view shows it.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct Row {
-    /// RFC 3339 time.
-    #[serde(default)]
-    pub ts: String,
-    /// `http`, `tcp`, `dns`, `mcp`, `ws`, `policy`.
-    #[serde(default)]
-    pub kind: String,
-    /// `allow` or `deny`.
-    #[serde(default)]
-    pub decision: String,
-    /// `deny` on a report-mode line that passed.
-    #[serde(default)]
-    pub would: Option<String>,
-    /// Why it was refused.
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// HTTP method.
-    #[serde(default)]
-    pub method: Option<String>,
-    /// Destination host (or DNS name).
-    #[serde(default)]
-    pub host: Option<String>,
-    /// DNS name asked for.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Canonical path.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// MCP tool.
-    #[serde(default)]
-    pub tool: Option<String>,
-    /// Response status.
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// Bytes sent up.
-    #[serde(default)]
-    pub bytes_up: Option<u64>,
-    /// Bytes received.
-    #[serde(default)]
-    pub bytes_down: Option<u64>,
-    /// Duration in milliseconds.
-    #[serde(default)]
-    pub ms: Option<f64>,
-    /// Secrets swapped or injected.
-    #[serde(default)]
-    pub secrets: Vec<String>,
-    /// Whether an ask went unanswered or was denied.
-    #[serde(default)]
-    pub asked: Option<bool>,
-}
-
-impl Row {
-    /// An audit line read as a row; `None` for a line that is not a JSON object.
-    pub fn from_line(line: &str) -> Option<Row> {
-        serde_json::from_str(line).ok()
-    }
-
-    /// Whether the line is a refusal (or a report-mode would-be refusal).
-    pub fn refused(&self) -> bool {
-        self.decision == "deny" || self.would.is_some()
-    }
-
-    /// `hh:mm:ss` of its time.
-    pub fn clock(&self) -> &str {
-        self.ts.get(11..19).unwrap_or("")
-    }
-
-    /// The destination: host, DNS name, or nothing.
-    pub fn target(&self) -> &str {
-        self.host.as_deref().or(self.name.as_deref()).unwrap_or("")
-    }
-
-    /// The path, or the MCP tool, or nothing.
-    pub fn detail(&self) -> String {
-        match (&self.path, &self.tool) {
-            (Some(path), Some(tool)) => format!("{path} {tool}"),
-            (Some(path), None) => path.clone(),
-            (None, Some(tool)) => tool.clone(),
-            (None, None) => String::new(),
-        }
-    }
-
-    /// Every text field joined, for the filter.
-    fn haystack(&self) -> String {
-        let parts = [
-            Some(self.kind.as_str()),
-            Some(self.decision.as_str()),
-            self.reason.as_deref(),
-            self.method.as_deref(),
-            self.host.as_deref(),
-            self.name.as_deref(),
-            self.path.as_deref(),
-            self.tool.as_deref(),
-        ];
-        let mut text: Vec<&str> = parts.into_iter().flatten().collect();
-        text.extend(self.secrets.iter().map(String::as_str));
-        text.join(" ").to_lowercase()
-    }
-}
-
-/// One held request, as `GET /v1/pending` lists it.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct Ask {
-    /// The ask's id (used to answer it).
-    pub id: String,
-    /// HTTP method (`CONNECT` for a tunnel).
-    #[serde(default)]
-    pub method: String,
-    /// Destination host.
-    #[serde(default)]
-    pub host: String,
-    /// Canonical path.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// The refusal it would get.
-    #[serde(default)]
-    pub reason: String,
-    /// The rule that would allow it.
-    #[serde(default)]
-    pub suggestion: Option<serde_json::Value>,
-    /// When it was first held.
-    #[serde(default)]
-    pub since: Option<serde_json::Value>,
-}
 
 /// A key the view reacts to (the terminal loop maps real key events to these).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,41 +54,61 @@ pub enum Action {
     },
 }
 
+/// What the detail view shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shown<'a> {
+    /// A pending ask.
+    Ask(&'a Ask),
+    /// A decision (or ask event).
+    Row(&'a Row),
+}
+
 /// The whole state of the view.
 #[derive(Debug, Default)]
 pub struct Model {
-    rows: VecDeque<Row>,
+    rows: VecDeque<(u64, Row)>,
+    next_seq: u64,
     pending: Vec<Ask>,
     selected: usize,
+    /// The decision the cursor is on (its sequence number); `None`: on the asks.
+    cursor: Option<u64>,
+    detail: bool,
     filter: String,
     typing: bool,
-    /// One line of news for the status bar (an answer sent, an error).
+    /// One line of news for the status bar (an answer sent, an error), shown whole.
     pub status: String,
     /// Where the view is attached.
     pub source: String,
     /// Lines that were not audit lines.
     pub skipped: u64,
+    /// Whether colours are drawn (`NO_COLOR` unset).
+    pub color: bool,
 }
 
 impl Model {
-    /// A view attached to `source` (shown in its title).
+    /// A view attached to `source` (shown in its title), in colour.
     pub fn new(source: impl Into<String>) -> Model {
         Model {
             source: source.into(),
+            color: true,
             ..Model::default()
         }
     }
 
-    /// Takes one audit line from the event stream.
+    /// Takes one audit line (or ask event) from the event stream.
     pub fn push_line(&mut self, line: &str) {
         let Some(row) = Row::from_line(line) else {
             self.skipped += 1;
             return;
         };
-        if self.rows.len() == MAX_ROWS {
-            self.rows.pop_front();
+        if self.rows.len() == MAX_ROWS
+            && let Some((gone, _)) = self.rows.pop_front()
+            && self.cursor == Some(gone)
+        {
+            self.cursor = self.rows.front().map(|(seq, _)| *seq);
         }
-        self.rows.push_back(row);
+        self.rows.push_back((self.next_seq, row));
+        self.next_seq += 1;
     }
 
     /// Replaces the list of pending asks (keeps the selection on the same ask if it is
@@ -233,26 +132,69 @@ impl Model {
         self.selected
     }
 
+    /// Whether the cursor is on the asks (not on a decision).
+    pub fn on_asks(&self) -> bool {
+        self.cursor.is_none()
+    }
+
     /// The filter, and whether it is being typed.
     pub fn filter(&self) -> (&str, bool) {
         (&self.filter, self.typing)
     }
 
-    /// The rows the filter lets through, newest last.
+    /// The rows the filter lets through, oldest first.
     pub fn visible(&self) -> Vec<&Row> {
-        let needle = self.filter.to_lowercase();
-        self.rows
-            .iter()
-            .filter(|row| needle.is_empty() || row.haystack().contains(&needle))
+        self.visible_rows()
+            .into_iter()
+            .map(|(_, row)| row)
             .collect()
     }
 
-    /// How many decisions are held, and how many of them are refusals.
+    /// The rows the filter lets through with their sequence numbers, oldest first.
+    pub fn visible_rows(&self) -> Vec<(u64, &Row)> {
+        let terms = filter_terms(&self.filter);
+        self.rows
+            .iter()
+            .filter(|(_, row)| terms.iter().all(|term| term.matches(row)))
+            .map(|(seq, row)| (*seq, row))
+            .collect()
+    }
+
+    /// The sequence number of the decision the cursor is on.
+    pub fn cursor(&self) -> Option<u64> {
+        self.cursor
+    }
+
+    /// How many decisions are held, and how many of them are refusals (ask events are
+    /// not decisions).
     pub fn counts(&self) -> (usize, usize) {
-        (
-            self.rows.len(),
-            self.rows.iter().filter(|r| r.refused()).count(),
-        )
+        let decisions = self.rows.iter().filter(|(_, r)| !r.is_ask_event());
+        let refused = decisions.clone().filter(|(_, r)| r.refused()).count();
+        (decisions.count(), refused)
+    }
+
+    /// The ask event `id` opened (to name what an `answered` event answered).
+    pub fn ask_event(&self, id: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .rev()
+            .map(|(_, row)| row)
+            .find(|row| row.kind == "ask" && row.id_text().as_deref() == Some(id))
+    }
+
+    /// What the detail view shows, when it is open.
+    pub fn shown(&self) -> Option<Shown<'_>> {
+        if !self.detail {
+            return None;
+        }
+        match self.cursor {
+            Some(seq) => self
+                .rows
+                .iter()
+                .find(|(s, _)| *s == seq)
+                .map(|(_, row)| Shown::Row(row)),
+            None => self.pending.get(self.selected).map(Shown::Ask),
+        }
     }
 
     /// Reacts to one key.
@@ -261,9 +203,13 @@ impl Model {
             self.edit_filter(key);
             return Action::None;
         }
+        if self.detail && matches!(key, Key::Esc | Key::Enter | Key::Backspace | Key::Char('q')) {
+            self.detail = false;
+            return Action::None;
+        }
         match key {
             Key::Char('q') => Action::Quit,
-            Key::Char('/') => {
+            Key::Char('/' | 'f') => {
                 self.typing = true;
                 Action::None
             }
@@ -271,12 +217,16 @@ impl Model {
                 self.filter.clear();
                 Action::None
             }
+            Key::Enter => {
+                self.open_detail();
+                Action::None
+            }
             Key::Up | Key::Char('k') => {
-                self.selected = self.selected.saturating_sub(1);
+                self.up();
                 Action::None
             }
             Key::Down | Key::Char('j') => {
-                self.selected = (self.selected + 1).min(self.pending.len().saturating_sub(1));
+                self.down();
                 Action::None
             }
             Key::Char('a') => self.answer(true, Scope::Once),
@@ -284,6 +234,53 @@ impl Model {
             Key::Char('s') => self.answer(true, Scope::Save),
             Key::Char('d') => self.answer(false, Scope::Once),
             _ => Action::None,
+        }
+    }
+
+    /// Opens the detail of what the cursor is on; with the cursor on no ask (none
+    /// pending), of the newest decision shown.
+    fn open_detail(&mut self) {
+        if self.cursor.is_none() && self.pending.is_empty() {
+            self.cursor = self.visible_rows().last().map(|(seq, _)| *seq);
+        }
+        self.detail = self.cursor.is_some() || !self.pending.is_empty();
+    }
+
+    /// Towards the top: newer decisions, then the asks.
+    fn up(&mut self) {
+        let Some(seq) = self.cursor else {
+            self.selected = self.selected.saturating_sub(1);
+            return;
+        };
+        let newer = self
+            .visible_rows()
+            .into_iter()
+            .map(|(s, _)| s)
+            .find(|s| *s > seq);
+        self.cursor = newer;
+        if newer.is_none() {
+            self.selected = self.pending.len().saturating_sub(1);
+            if self.detail && self.pending.is_empty() {
+                self.cursor = Some(seq);
+            }
+        }
+    }
+
+    /// Towards the bottom: the next ask, then newer to older decisions.
+    fn down(&mut self) {
+        let visible = self.visible_rows();
+        match self.cursor {
+            None if self.selected + 1 < self.pending.len() => self.selected += 1,
+            None => {
+                if let Some((newest, _)) = visible.last() {
+                    self.cursor = Some(*newest);
+                }
+            }
+            Some(seq) => {
+                if let Some((older, _)) = visible.iter().rev().find(|(s, _)| *s < seq) {
+                    self.cursor = Some(*older);
+                }
+            }
         }
     }
 
@@ -315,6 +312,51 @@ impl Model {
             scope,
         }
     }
+}
+
+/// One word of the filter: `field:value` or a bare word matched against every field.
+struct Term {
+    field: Option<String>,
+    needle: String,
+}
+
+impl Term {
+    fn matches(&self, row: &Row) -> bool {
+        let named = self
+            .field
+            .as_deref()
+            .and_then(|field| row.field_matches(field, &self.needle));
+        named.unwrap_or_else(|| row.haystack().contains(&self.needle))
+    }
+}
+
+/// The filter's words (every one must match): `decision:deny`, `host:x`, `program:git`,
+/// `kind:`, `reason:`, `method:`, `path:`, or a bare word; case-insensitive. A word
+/// whose field is unknown is matched whole against every field.
+fn filter_terms(filter: &str) -> Vec<Term> {
+    filter
+        .split_whitespace()
+        .map(|word| {
+            let word = word.to_lowercase();
+            match word.split_once(':') {
+                Some((field, needle)) if !field.is_empty() && !needle.is_empty() => {
+                    let known = Row::default().field_matches(field, needle).is_some();
+                    Term {
+                        field: known.then(|| field.to_owned()),
+                        needle: if known {
+                            needle.to_owned()
+                        } else {
+                            word.clone()
+                        },
+                    }
+                }
+                _ => Term {
+                    field: None,
+                    needle: word,
+                },
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -143,6 +143,7 @@ fn checks() -> Vec<Check> {
     checks.push(landlock_check(&probe));
     checks.push(mount_setattr_check());
     checks.push(seccomp_check());
+    checks.push(nft_check());
     checks.push(cgroup_check());
     checks.push(ca_check());
     checks.push(docker_check());
@@ -384,6 +385,27 @@ fn seccomp_check() -> Check {
             "the jail cannot install its system-call filter and refuses to start",
         )
         .remedy("a kernel built with CONFIG_SECCOMP_FILTER"),
+    }
+}
+
+/// `nft`: what answers every port inside the jail (docs/architecture.md).
+fn nft_check() -> Check {
+    match airlock_jail::nft_program() {
+        Some(nft) => Check::ok(
+            "nftables",
+            format!(
+                "{}: every port inside `run` is answered and audited",
+                nft.display()
+            ),
+        ),
+        None => Check::missing(
+            "nftables",
+            Status::Warn,
+            "no nft program in /usr/sbin, /sbin or /usr/bin".into(),
+            "inside `run`, a connection to a port no rule names is refused by the kernel, \
+             with no audit line (report mode and `policy suggest` cannot learn it)",
+        )
+        .remedy("install nftables (apt install nftables, dnf install nftables)"),
     }
 }
 

@@ -6,12 +6,13 @@
 //! are 2 (clap's own; 125 for `run` and `mcp`), `run`/`mcp`/`sandbox` failures 125,
 //! `proxy`, `ca` and `watch` failures 1. `policy` decides its own statuses: `check` 0/1,
 //! `explain` 0 (allow) / 1 (deny) / 2 (error); `doctor` 0 (ready) / 1 (something `run`
-//! needs is missing); `logs` 0 / 1. Printing commands end quietly when their reader goes
-//! away ([`out`]).
+//! needs is missing); `logs` 0 / 1; `init` 0 (written) / 1; `profile` 0. Printing
+//! commands end quietly when their reader goes away ([`out`]).
 
 // The output macros, before the modules that use them.
 mod out;
 
+mod audit_cmd;
 mod ca_cmd;
 mod completions_cmd;
 #[cfg(target_os = "linux")]
@@ -20,12 +21,15 @@ mod error;
 // Unsafe allowed in this module only: the allocator's tuning call, under its SAFETY comment.
 #[allow(unsafe_code)]
 mod heap;
+mod init_cmd;
 mod logs_cmd;
 mod mcp_cmd;
 mod mcp_relay;
 mod policy_args;
 mod policy_cmd;
 mod policy_suggest;
+mod profile_cmd;
+mod profile_guard;
 mod proxy_cmd;
 mod run_cmd;
 #[cfg(target_os = "linux")]
@@ -61,6 +65,11 @@ enum Command {
     /// Validate, explain, import and suggest policies.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
+    /// Write a commented starter policy, ./airlock.yaml (`--profile NAME` for an agent).
+    Init(init_cmd::InitArgs),
+    /// List and show the built-in agent profiles (claude, codex, aider, gemini).
+    #[command(subcommand)]
+    Profile(profile_cmd::ProfileCommand),
     /// Manage the local CA that signs interception certificates.
     #[command(subcommand)]
     Ca(ca_cmd::CaCommand),
@@ -75,6 +84,9 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// List, show and prune the audit logs of past runs.
     Logs(logs_cmd::LogsArgs),
+    /// Verify audit logs: their hash chain and signed checkpoints.
+    #[command(subcommand)]
+    Audit(audit_cmd::AuditCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions_cmd::CompletionsArgs),
     /// Print the manual page (roff), or write one page per command into a directory.
@@ -101,6 +113,8 @@ fn try_main() -> Result<ExitCode, Error> {
         Command::Mcp(args) => mcp_cmd::run(args)?,
         Command::Proxy(args) => proxy_cmd::run(args)?,
         Command::Policy(cmd) => policy_cmd::run(cmd),
+        Command::Init(args) => init_cmd::run(&args),
+        Command::Profile(cmd) => profile_cmd::run(cmd),
         Command::Ca(cmd) => {
             ca_cmd::run(cmd)?;
             ExitCode::SUCCESS
@@ -114,6 +128,7 @@ fn try_main() -> Result<ExitCode, Error> {
         #[cfg(target_os = "linux")]
         Command::Doctor(args) => doctor_cmd::run(&args),
         Command::Logs(args) => logs_cmd::run(args).map_err(Error::Logs)?,
+        Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Completions(args) => completions_cmd::completions(&args, cli_command()),
         Command::Man(args) => completions_cmd::man(&args, cli_command()).map_err(Error::Man)?,
     };

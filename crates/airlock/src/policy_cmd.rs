@@ -8,9 +8,9 @@
 
 use std::process::ExitCode;
 
-use airlock_policy::canonical::{CanonicalRequest, Host, parse_authority};
+use airlock_policy::canonical::CanonicalRequest;
+use airlock_policy::enforce::question_from_url;
 use airlock_policy::import::SeedFormat;
-use airlock_policy::route::Outcome;
 use airlock_policy::{CompiledPolicy, Decision, emit};
 
 use airlock_session::sources::read_policy_source;
@@ -39,6 +39,11 @@ pub enum PolicyCommand {
         /// (write, read, write-protected or hidden) instead of a request.
         #[arg(long, value_name = "PATH", conflicts_with_all = ["method", "url"])]
         fs: Option<std::path::PathBuf>,
+        /// Decide as if the program at PATH made the request (`process:` rules; names
+        /// in rules are looked up on this shell's PATH). Without it the program is
+        /// unknown, as in `airlock proxy`.
+        #[arg(long, value_name = "PATH", conflicts_with = "fs")]
+        process: Option<std::path::PathBuf>,
         /// The request method, e.g. GET.
         #[arg(required_unless_present = "fs")]
         method: Option<String>,
@@ -60,6 +65,9 @@ pub enum PolicyCommand {
         /// A policy whose allowed requests are left out; repeatable.
         #[arg(long = "base", value_name = "[FORMAT:]FILE")]
         base: Vec<String>,
+        /// One entry per host and program (the lines' `process.exe`), with `process:`.
+        #[arg(long)]
+        by_process: bool,
         /// Audit logs (JSON lines); `-` reads standard input.
         #[arg(value_name = "AUDIT", required = true)]
         audits: Vec<String>,
@@ -81,15 +89,21 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
             json,
             method,
             url,
+            process,
             ..
         } => explain(
             &selection,
             json,
             method.as_deref().unwrap_or_default(),
             url.as_deref().unwrap_or_default(),
+            process.as_deref(),
         ),
         PolicyCommand::Import { from, file } => import(from, &file),
-        PolicyCommand::Suggest { base, audits } => crate::policy_suggest::run(&base, &audits),
+        PolicyCommand::Suggest {
+            base,
+            audits,
+            by_process,
+        } => crate::policy_suggest::run(&base, &audits, by_process),
     }
 }
 
@@ -125,61 +139,22 @@ fn check(files: &[String]) -> ExitCode {
     }
 }
 
-/// A request named on the command line: `METHOD URL`.
+/// A request named on the command line: `METHOD URL`, as shown.
 struct ExplainRequest {
     canonical: CanonicalRequest,
     host_text: String,
-    /// `https` or `wss`.
-    tls: bool,
 }
 
-fn parse_request(method: &str, url: &str) -> Result<ExplainRequest, String> {
-    let valid_method = !method.is_empty()
-        && method
-            .bytes()
-            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_');
-    if !valid_method {
-        return Err(format!("{method:?} is not an HTTP method"));
-    }
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| format!("{url:?} is not an absolute URL: write it as https://HOST/PATH"))?;
-    let default_port = match scheme.to_ascii_lowercase().as_str() {
-        "https" | "wss" => 443,
-        "http" | "ws" => 80,
-        other => {
-            return Err(format!(
-                "unsupported URL scheme {other:?}: use http or https"
-            ));
-        }
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path_and_query) = rest.split_at(end);
-    if authority.contains('@') {
-        return Err(format!(
-            "{url:?} carries user information: name the host alone"
-        ));
-    }
-    let (host, port) =
-        parse_authority(authority, default_port).map_err(|e| format!("{authority:?}: {e}"))?;
-    let path_and_query = match path_and_query.split('#').next() {
-        Some(p) if p.starts_with('/') => p.to_owned(),
-        Some(p) => format!("/{p}"),
-        None => "/".to_owned(),
-    };
-    let host_text = match &host {
-        Host::Name(name) => name.clone(),
-        Host::Ip(std::net::IpAddr::V4(ip)) => ip.to_string(),
-        Host::Ip(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
-    };
-    Ok(ExplainRequest {
-        canonical: CanonicalRequest::new(method, host, port, &path_and_query),
-        host_text,
-        tls: default_port == 443,
-    })
-}
-
-fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> ExitCode {
+/// Explains one request with the policy's one answer ([`CompiledPolicy::answer`]), the
+/// same call the proxy makes: decision, route, body guards and the secrets swapped (none
+/// over plain HTTP but a route's).
+fn explain(
+    selection: &PolicySelection,
+    json: bool,
+    method: &str,
+    url: &str,
+    process: Option<&std::path::Path>,
+) -> ExitCode {
     let policy = match selection.load() {
         Ok(policy) => policy,
         Err(errors) => return fail(&errors.join("\n")),
@@ -188,53 +163,42 @@ fn explain(selection: &PolicySelection, json: bool, method: &str, url: &str) -> 
         Ok(compiled) => compiled,
         Err(e) => return fail(&e.to_string()),
     };
-    let request = match parse_request(method, url) {
-        Ok(request) => request,
+    let program = process.map(|exe| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let names = airlock_session::program_paths::ProgramPaths::for_path(&path);
+        airlock_session::program_paths::ExeCheck::new(exe, names)
+    });
+    let (mut question, host_text) = match question_from_url(method, url) {
+        Ok(parsed) => parsed,
         Err(e) => return fail(&e),
     };
-    // A routed request is decided, from here on, as the request to its upstream.
-    let (mut decision, upstream, route_secret) =
-        match compiled.decide_request(&request.canonical, request.tls) {
-            Outcome::Decided(decision) => (decision, None, None),
-            Outcome::Routed(routed) => (
-                Decision::allow(routed.rule),
-                Some(routed.request),
-                routed.secret,
-            ),
-        };
-    let target = upstream.as_ref().unwrap_or(&request.canonical);
-    if decision.is_allow()
-        && let Host::Ip(ip) = target.host
-        && let Err(refusal) = compiled.check_address(&target.host, ip)
-    {
-        decision = refusal;
-    }
+    let request = ExplainRequest {
+        canonical: question.canonical.clone(),
+        host_text,
+    };
+    question.caller = program
+        .as_ref()
+        .map(|check| check as &dyn airlock_policy::programs::ProgramCheck);
+    let answer = compiled.answer(question);
+    let decision = answer.explained(&compiled);
     let secrets: Vec<String> = if decision.is_allow() {
-        let mut names: Vec<String> = compiled
-            .secrets_for_host(&target.host)
+        answer
+            .scope
+            .in_scope
             .iter()
-            .map(|s| s.name.clone())
-            .collect();
-        if let Some(name) = route_secret
-            && !names.contains(&name)
-        {
-            names.push(name);
-        }
-        names
+            .map(|name| (*name).to_owned())
+            .collect()
     } else {
         Vec::new()
     };
+    let target = &answer.canonical;
     if json {
         print_json(&decision, &secrets);
     } else {
         print_text(&decision, &secrets, &request);
-        if let (true, Some(upstream)) = (decision.is_allow(), &upstream) {
-            let path = upstream.path.as_deref().unwrap_or_default();
-            outln!(
-                "  routed to https://{}:{}{path}",
-                upstream.host,
-                upstream.port
-            );
+        if decision.is_allow() && answer.routed {
+            let path = target.path.as_deref().unwrap_or_default();
+            outln!("  routed to https://{}:{}{path}", target.host, target.port);
         }
         if decision.is_allow() {
             print_inspection(&compiled, target);

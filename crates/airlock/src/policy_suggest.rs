@@ -20,8 +20,8 @@ use airlock_session::sources::read_policy_source;
 /// The most malformed lines reported before the rest are only counted.
 const MAX_REPORTED: usize = 10;
 
-/// Runs `policy suggest`.
-pub fn run(bases: &[String], audits: &[String]) -> ExitCode {
+/// Runs `policy suggest` (`--by-process`: one entry per host and program).
+pub fn run(bases: &[String], audits: &[String], by_process: bool) -> ExitCode {
     let base = match load_base(bases) {
         Ok(base) => base,
         Err(errors) => return fail(&errors),
@@ -30,7 +30,7 @@ pub fn run(bases: &[String], audits: &[String]) -> ExitCode {
         Ok(seen) => seen,
         Err(errors) => return fail(&errors),
     };
-    let suggestion = suggest::suggest(&seen, &base);
+    let suggestion = suggest::suggest_by(&seen, &base, by_process);
     for (host, why) in &suggestion.skipped {
         eprintln!("airlock: not suggested: {host}: {why}");
     }

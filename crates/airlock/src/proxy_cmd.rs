@@ -39,6 +39,11 @@ pub struct ProxyArgs {
     /// FILE.5 keep the previous ones.
     #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
     pub audit_max_size: Option<u64>,
+    /// How audit lines are written: `airlock` (docs/contract.md §5) or `ocsf` (OCSF 1.2.0
+    /// events; docs/operations.md, "OCSF lines").
+    #[arg(long = "audit-format", value_name = "FORMAT", default_value = "airlock",
+          value_parser = airlock_audit::ocsf::Format::parse)]
+    pub audit_format: airlock_audit::ocsf::Format,
     /// CA certificate signing interception certificates (with --ca-key); default: the
     /// CA of `airlock ca path`, created if missing.
     #[arg(long, value_name = "F", requires = "ca_key")]
@@ -85,6 +90,7 @@ pub struct ProxyArgs {
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, `Err` (1) if it cannot
 /// start.
 pub fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
+    crate::policy_args::set_hint_source(&args.policy.sources());
     let config = standalone::prepare(&args.standalone_config()).map_err(ProxyError::Setup)?;
     if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {
         return Err(ProxyError::Setup(vec![
@@ -175,6 +181,7 @@ impl ProxyArgs {
             },
             log: self.log.clone(),
             audit_max_size: self.audit_max_size,
+            audit_format: self.audit_format,
             ca: self.ca_cert.clone().zip(self.ca_key.clone()),
             surrogates_out: self.surrogates_out.clone(),
             transparent: !self.transparent.is_empty(),

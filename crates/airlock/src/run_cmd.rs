@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// Policy sources and secrets.
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// The agent profile added to the policy.
+    #[command(flatten)]
+    pub profile: crate::policy_args::ProfileArg,
     /// Upstream pins and trust.
     #[command(flatten)]
     pub upstream: UpstreamArgs,
@@ -109,6 +112,11 @@ pub struct RunArgs {
     /// from the command like the file itself.
     #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
     pub audit_max_size: Option<u64>,
+    /// How audit lines are written: `airlock` (docs/contract.md §5) or `ocsf` (OCSF 1.2.0
+    /// events; docs/operations.md, "OCSF lines").
+    #[arg(long = "audit-format", value_name = "FORMAT", default_value = "airlock",
+          value_parser = airlock_audit::ocsf::Format::parse)]
+    pub audit_format: airlock_audit::ocsf::Format,
     /// How the command is confined.
     #[arg(long, value_enum, default_value_t = JailMode::Auto)]
     pub jail: JailMode,
@@ -221,13 +229,15 @@ pub(crate) fn on_runtime<T>(work: impl std::future::Future<Output = T>) -> std::
 }
 
 impl RunArgs {
-    /// The session's typed configuration, `--jail` resolved for this platform.
+    /// The session's typed configuration, `--jail` resolved for this platform: the policy
+    /// discovered and the profile picked when none was named.
     fn session_config(&self) -> SessionConfig {
         SessionConfig {
-            sources: self.policy.sources(),
+            sources: crate::policy_args::run_sources(&self.policy, &self.profile, &self.command),
             upstream: self.upstream.upstream(),
             log: self.log.clone(),
             audit_max_size: self.audit_max_size,
+            audit_format: self.audit_format,
             jail: effective_mode(self.jail),
             mode: self.mode,
             ask_timeout: self.ask_timeout,
@@ -237,7 +247,13 @@ impl RunArgs {
 
 /// Prepares the session, runs the command in it and returns the command's shell status.
 async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> Result<i32, RunError> {
-    let (session, config) = Session::prepare(&args.session_config()).map_err(RunError::Setup)?;
+    let session_config = args.session_config();
+    let (mut session, config) = Session::prepare(&session_config).map_err(RunError::Setup)?;
+    let profile = session_config.sources.profile;
+    crate::policy_args::create_profile_paths(profile).map_err(|e| RunError::Setup(vec![e]))?;
+    crate::profile_guard::add_env(&mut session.env, profile);
+    let guard =
+        crate::profile_guard::Guard::start(profile).map_err(|e| RunError::Setup(vec![e]))?;
     let relaying = Relaying::start(relay, &session)?;
     let status = match effective_mode(args.jail) {
         airlock_session::JailMode::Env => run_env(&args, &session, config, relaying).await,
@@ -245,6 +261,7 @@ async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> Result<i32
             run_namespace(&args, &session, config, relaying).await
         }
     };
+    guard.finish();
     session.audit.flush();
     session.print_summary();
     status
@@ -347,35 +364,38 @@ fn exit_status_of(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(i32::from(SETUP_FAILED))
 }
 
-/// `--jail namespace`: the command runs in the jail, every connection captured.
+/// What [`plan_jail`] keeps for after the command: the plan's summary, the working
+/// directory and the end check.
 #[cfg(target_os = "linux")]
-async fn run_namespace(
+struct JailPlan {
+    summary: String,
+    cwd: std::path::PathBuf,
+    end_check: airlock_session::quarantine::EndCheck,
+}
+
+/// The jail's spec for this run (the filesystem planned, its notes said on stderr), and
+/// what the run needs of the plan afterwards.
+#[cfg(target_os = "linux")]
+fn plan_jail(
     args: &RunArgs,
     session: &Session,
-    config: ProxyConfig,
-    relaying: Option<Relaying>,
-) -> Result<i32, RunError> {
-    use airlock_jail::{Jail, JailSpec};
-
-    let proxy = Proxy::new(config)?;
-    airlock_session::rotation::watch_proxy(&proxy);
-    airlock_session::panic_redaction::install(&proxy);
-    let _admin = session
-        .serve_admin(&proxy, args.verbose)
-        .await
-        .map_err(RunError::AskWithoutAdmin)?;
-    let place = airlock_session::fs_confine::Place::current();
-    let fs = place.and_then(|place| {
-        let plan = airlock_session::fs_confine::plan(
-            &session.policy.filesystem,
-            &place,
-            session.airlock_hidden.clone(),
-        )?;
-        Ok((place, plan))
-    });
-    let (place, fs) = fs.map_err(RunError::Confine)?;
-    let summary = fs.summary();
-    let mut spec = JailSpec {
+) -> Result<(airlock_jail::JailSpec, JailPlan), RunError> {
+    let place = airlock_session::fs_confine::Place::current().map_err(RunError::Confine)?;
+    let fs = airlock_session::fs_confine::plan(
+        &session.policy.filesystem,
+        &place,
+        session.airlock_hidden.clone(),
+    )
+    .map_err(RunError::Confine)?;
+    for note in &fs.notes {
+        eprintln!("airlock: {note}");
+    }
+    let plan = JailPlan {
+        summary: fs.summary(),
+        cwd: place.cwd.clone(),
+        end_check: fs.end_check,
+    };
+    let spec = airlock_jail::JailSpec {
         argv: args.command.clone(),
         env: session.env.clone(),
         cwd: place.cwd,
@@ -387,17 +407,45 @@ async fn run_namespace(
         stdio: None,
         terminal: None,
     };
+    Ok((spec, plan))
+}
+
+/// The command's own pseudo-terminal, when airlock's standard streams are a terminal
+/// (a background run's command reads /dev/null, said on stderr).
+#[cfg(target_os = "linux")]
+fn open_terminal() -> Result<Option<airlock_jail::Terminal>, RunError> {
+    let terminal = |e: std::io::Error| RunError::Confine(format!("terminal: {e}"));
+    if airlock_jail::Terminal::detach_background_input().map_err(terminal)? {
+        eprintln!(
+            "airlock: started in the background: the command's standard input is /dev/null \
+             (it may not read the terminal you type in)"
+        );
+    }
+    airlock_jail::Terminal::open().map_err(terminal)
+}
+
+/// `--jail namespace`: the command runs in the jail, every connection captured.
+#[cfg(target_os = "linux")]
+async fn run_namespace(
+    args: &RunArgs,
+    session: &Session,
+    config: ProxyConfig,
+    relaying: Option<Relaying>,
+) -> Result<i32, RunError> {
+    use airlock_jail::Jail;
+
+    let proxy = Proxy::new(config)?;
+    airlock_session::rotation::watch_proxy(&proxy);
+    airlock_session::panic_redaction::install(&proxy);
+    let _admin = session
+        .serve_admin(&proxy, args.verbose)
+        .await
+        .map_err(RunError::AskWithoutAdmin)?;
+    let (mut spec, plan) = plan_jail(args, session)?;
     // An interactive run gets a terminal of its own, relayed here; `airlock mcp` relays
     // the command's standard streams instead.
     let terminal = if relaying.is_none() {
-        let terminal = |e: std::io::Error| RunError::Confine(format!("terminal: {e}"));
-        if airlock_jail::Terminal::detach_background_input().map_err(terminal)? {
-            eprintln!(
-                "airlock: started in the background: the command's standard input is /dev/null \
-                 (it may not read the terminal you type in)"
-            );
-        }
-        airlock_jail::Terminal::open().map_err(terminal)?
+        open_terminal()?
     } else {
         None
     };
@@ -411,11 +459,17 @@ async fn run_namespace(
         Ok(Err(e)) => return Err(RunError::JailSetup(e)),
         Err(e) => return Err(RunError::Launcher(e)),
     };
+    if let Err(why) = jail.catch_all() {
+        eprintln!(
+            "airlock: note: {why}: inside, a connection to a port no rule names is refused \
+             without an audit line (`airlock doctor`)"
+        );
+    }
 
     let (stop, stopped) = watch::channel(false);
     let served = match airlock_session::serve::serve_handed(
         std::mem::take(&mut jail.listeners),
-        proxy,
+        airlock_session::process_lookup::identifying(proxy, jail.pid(), &session.env),
         &session.audit,
         &stopped,
     ) {
@@ -447,7 +501,7 @@ async fn run_namespace(
     let report = airlock_session::serve::Confinement {
         audit: session.audit.clone(),
         verbose: args.verbose,
-        summary,
+        summary: plan.summary,
     };
     let running = tokio::task::spawn_blocking(move || {
         jail.start()?;
@@ -464,6 +518,9 @@ async fn run_namespace(
         Ok(Err(e)) => Err(RunError::jail(e, &args.command)),
         Err(e) => Err(RunError::Jailed(e)),
     };
+    if status.as_ref().is_ok_and(|code| *code != 0) {
+        note_hidden_temporary_paths(&args.command, &plan.cwd);
+    }
     if let Some(resizing) = resizing {
         resizing.abort();
     }
@@ -474,7 +531,19 @@ async fn run_namespace(
     let _ = stop.send(true);
     served.finish().await;
     // The jail is gone: quarantine what the command created that host tools would run.
-    airlock_session::quarantine::finish(&fs.end_check, &session.audit, status)
+    airlock_session::quarantine::finish(&plan.end_check, &session.audit, status)
+}
+
+/// After a failed command: a word on each path its arguments name under a temporary
+/// directory that exists on the host but is private in the jail.
+fn note_hidden_temporary_paths(argv: &[std::ffi::OsString], cwd: &std::path::Path) {
+    for (path, tmp) in airlock_session::fs_confine::hidden_temporary_paths(argv, cwd) {
+        eprintln!(
+            "airlock: note: {} exists on the host, but the command sees a private, empty {tmp} \
+             (put what the command needs in the working directory instead)",
+            path.display()
+        );
+    }
 }
 
 /// Passes the user's window size on to the command's terminal at every `SIGWINCH`.

@@ -39,6 +39,8 @@ const CONTAINER_BUNDLE: &str = "/etc/airlock-ca-bundle.pem";
 const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// The workspace's mount point inside a container.
 const CONTAINER_WORKSPACE: &str = "/workspace";
+/// The admin API's socket in the sandbox's control directory.
+pub const ADMIN_SOCKET: &str = "admin.sock";
 /// How often a container is checked for being alive.
 const CONTAINER_POLL: Duration = Duration::from_secs(2);
 
@@ -75,6 +77,7 @@ fn session_config(args: &DaemonConfig, log: &Path) -> SessionConfig {
             policies: args.policies.clone(),
             allows: args.allows.clone(),
             secrets: args.secrets.clone(),
+            profile: None,
         },
         upstream: Upstream {
             resolve: args.resolve.clone(),
@@ -82,6 +85,7 @@ fn session_config(args: &DaemonConfig, log: &Path) -> SessionConfig {
         },
         log: Some(log.display().to_string()),
         audit_max_size: args.audit_max_size,
+        audit_format: airlock_audit::ocsf::Format::Airlock,
         jail: JailMode::Namespace,
         mode: if args.report {
             airlock_policy::mode::Mode::Report
@@ -110,6 +114,16 @@ async fn serve(args: DaemonConfig) -> Result<ExitCode, DaemonError> {
     let proxy = Proxy::new(config)?;
     airlock_session::rotation::watch_proxy(&proxy);
     airlock_session::panic_redaction::install(&proxy);
+    // The admin API (events, backlog) on the control directory's socket, hidden from the
+    // sandbox: `airlock watch --sandbox NAME` attaches to it (docs/watch.md).
+    let admin_socket = plan.sandboxes.control_dir(&plan.name).join(ADMIN_SOCKET);
+    let _admin = match plan.session.serve_admin_at(&proxy, admin_socket).await {
+        Ok(socket) => Some(socket),
+        Err(e) => {
+            eprintln!("airlock: warning: this sandbox has no admin API: {e}");
+            None
+        }
+    };
     let (stop, _) = watch::channel(false);
     let result = match args.provider {
         ProviderKind::Local => serve_local(&plan, proxy, &stop, &mut termination).await,
@@ -389,9 +403,10 @@ async fn serve_jail(
     (cgroups, writable): (&[PathBuf], &[PathBuf]),
     termination: &mut Signals,
 ) -> Result<(), String> {
+    let env = &plan.session.env;
     let served = airlock_session::serve::serve_handed(
         std::mem::take(&mut jail.listeners),
-        proxy,
+        airlock_session::process_lookup::identifying_joinable(proxy, jail.pid(), env),
         &plan.session.audit,
         &stop.subscribe(),
     )?;

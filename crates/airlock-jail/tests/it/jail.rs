@@ -207,8 +207,11 @@ fn hidden_directories_are_empty_and_bound_files_read_only() {
 #[test]
 fn handed_listeners_catch_traffic_to_any_address() {
     let probe = Jail::spawn(spec(&["true"]));
-    let ipv6 = match &probe {
-        Ok(jail) => jail.listeners.iter().any(|l| l.addr.is_ipv6()),
+    let (ipv6, catch) = match &probe {
+        Ok(jail) => (
+            jail.listeners.iter().any(|l| l.addr.is_ipv6()),
+            jail.catch_all().is_ok(),
+        ),
         Err(JailError::NamespacesUnavailable { why }) => {
             crate::support::skip_or_fail(&format!("{NAMESPACES_REFUSED}: {why}"));
             return;
@@ -218,12 +221,18 @@ fn handed_listeners_catch_traffic_to_any_address() {
     drop(probe);
 
     let family = if ipv6 { "v6" } else { "v4" };
-    let Some(mut jail) = spawn_or_skip(spec(&["python3", "-c", ANY_ADDRESS_CLIENT, family])) else {
+    let catch = if catch { "catch" } else { "nocatch" };
+    let client = ["python3", "-c", ANY_ADDRESS_CLIENT, family, catch];
+    let Some(mut jail) = spawn_or_skip(spec(&client)) else {
         return;
     };
     let mut listeners = std::mem::take(&mut jail.listeners);
-    // TCP 80, 443, 53 and UDP 53 per family.
-    assert_eq!(listeners.len(), if ipv6 { 8 } else { 4 });
+    // TCP 80, 443, 53 (and the catch-all port, with nft on the host) and UDP 53 per family.
+    let per_family = if jail.catch_all().is_ok() { 5 } else { 4 };
+    assert_eq!(
+        listeners.len(),
+        if ipv6 { 2 * per_family } else { per_family }
+    );
     jail.start().expect("start");
     expect_any_address_traffic(&mut listeners, ipv6);
     assert_eq!(finish(&mut jail), JailExit::Exited(0));

@@ -153,6 +153,7 @@ fn rule(target: Target, methods: Option<Vec<String>>, path_regex: Vec<String>) -
         path_regex,
         ports: None,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 

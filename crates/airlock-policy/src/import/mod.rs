@@ -251,6 +251,7 @@ pub(crate) fn destination_rule(target: Target, ports: Option<Vec<u16>>) -> Rule 
         path_regex: Vec::new(),
         ports,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 
@@ -268,6 +269,7 @@ pub(crate) fn host_rule(
         path_regex,
         ports: None,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 

@@ -85,6 +85,7 @@ fn host_rule(id: &str, host: HostPattern) -> Rule {
         path_regex: Vec::new(),
         ports: None,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 
@@ -129,6 +130,7 @@ fn fixed_example_yields_the_model() {
         Rule {
             ports: Some(vec![22]),
             json_deny: Vec::new(),
+            process: None,
             ..host_rule("network.allow[3]", exact("github.com"))
         },
         Rule {
@@ -139,6 +141,7 @@ fn fixed_example_yields_the_model() {
             path_regex: Vec::new(),
             ports: Some(vec![5432]),
             json_deny: Vec::new(),
+            process: None,
         },
     ];
     allow.push(host_rule(
@@ -158,6 +161,7 @@ fn fixed_example_yields_the_model() {
                 path_regex: Vec::new(),
                 ports: None,
                 json_deny: Vec::new(),
+                process: None,
             },
         ]
     );

@@ -20,6 +20,7 @@ mod load_fuzz_smoke;
 mod load_json;
 mod load_stdio_mcp;
 mod matcher_decide;
+mod process_rules;
 mod providers;
 mod rule_shorthand;
 mod secret_presets;

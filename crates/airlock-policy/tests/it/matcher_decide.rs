@@ -22,6 +22,7 @@ fn rule(id: &str, target: Target) -> Rule {
         path_regex: Vec::new(),
         ports: None,
         json_deny: Vec::new(),
+        process: None,
     }
 }
 

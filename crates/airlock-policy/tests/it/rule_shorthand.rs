@@ -30,6 +30,7 @@ fn host_alone_is_every_method_and_path_on_the_default_ports() {
             path_regex: Vec::new(),
             ports: None,
             json_deny: Vec::new(),
+            process: None,
         }
     );
     assert_eq!(rule.effective_ports(), [80, 443]);

@@ -134,7 +134,7 @@ fn an_unknown_preset_is_a_located_error_naming_the_presets() {
         "secrets.KEY.preset",
         "`Anthropic` is not a preset",
         "did you mean `anthropic`?",
-        "anthropic, openai, github, gitlab, huggingface, npm, pypi",
+        "anthropic, openai, github, gitlab, huggingface, npm, pypi, gemini",
     ] {
         assert!(located.message.contains(fragment), "{fragment}: {error}");
     }

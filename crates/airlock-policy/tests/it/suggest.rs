@@ -185,6 +185,7 @@ fn one_entry_per_host_with_methods_and_a_prefix_glob() {
         port: 443,
         path: Some("/packages/x.whl".into()),
         reason: Reason::HostNotAllowed,
+        program: None,
     };
     assert!(!allows(&policy, &other));
 }
@@ -408,6 +409,7 @@ fn observed_strategy() -> impl Strategy<Value = Observed> {
         port,
         path: method.map(|_| path),
         reason: Reason::HostNotAllowed,
+        program: None,
     })
 }
 

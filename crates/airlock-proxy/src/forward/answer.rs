@@ -46,11 +46,17 @@ impl Seen {
         line.query = self.query;
         line
     }
+
+    /// The `http` line of this request on `context`'s connection (with the process
+    /// behind it, from a jail).
+    pub(super) fn line_of(self, context: &ConnContext) -> Line {
+        context.stamp(self.into_line(context.id))
+    }
 }
 
 /// Writes the refusal's audit line for the request `seen` and builds its 403.
 pub(super) fn refuse(context: &ConnContext, decision: Decision, seen: Seen) -> Answered {
-    refuse_line(context, decision, seen.into_line(context.id))
+    refuse_line(context, decision, seen.line_of(context))
 }
 
 /// Writes the refusal's `http` audit line (its request fields already filled in) and
@@ -66,6 +72,7 @@ pub(super) fn refuse_line(context: &ConnContext, decision: Decision, line: Line)
             host: &line.host,
             path: line.path.as_deref(),
             rule: decision.rule.as_deref(),
+            id: line.id,
         }
         .response_asked(line.asked)
     };

@@ -6,9 +6,9 @@
 
 use airlock_policy::ask::AskKey;
 use airlock_policy::canonical::PathUnsafe;
+use airlock_policy::enforce::{Answer, Question, SecretScope};
 use airlock_policy::mode::Mode;
 use airlock_policy::model::Rule;
-use airlock_policy::route::Outcome;
 use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 
 use super::answer::Seen;
@@ -31,8 +31,8 @@ pub(super) struct Decided<'p> {
     pub(super) would: Option<Reason>,
     /// Ask mode: the refusal to hold until it is answered.
     pub(super) ask: Option<Reason>,
-    /// The route's secret, injected whatever the upstream host.
-    pub(super) route_secret: Option<String>,
+    /// The secrets the request may carry (a route's included).
+    pub(super) scope: SecretScope<'p>,
 }
 
 impl Decided<'_> {
@@ -61,38 +61,44 @@ fn seen(canonical: CanonicalRequest, scheme: &'static str, target: &str, raw_pat
 }
 
 /// Decides `identified` (whose target's path, as sent, is `raw_path`) on `policy` under
-/// `mode`.
+/// `mode`, for the program `caller` (`process:` rules).
 pub(super) fn decide<'p>(
     policy: &'p CompiledPolicy,
     mode: Mode,
     identified: Identified,
     raw_path: &str,
+    caller: airlock_policy::programs::Caller<'_>,
 ) -> Decided<'p> {
     let Identified {
         destination,
         canonical,
         path_and_query,
     } = identified;
-    let (destination, canonical, path_and_query, decision, route_secret) =
-        match policy.decide_request(&canonical, destination.scheme == "https") {
-            Outcome::Routed(routed) => (
-                Destination {
-                    scheme: "https",
-                    host: routed.request.host.clone(),
-                    port: routed.request.port,
-                },
-                routed.request,
-                routed.path_and_query,
-                Decision::allow(routed.rule),
-                routed.secret,
-            ),
-            Outcome::Decided(decision) => (destination, canonical, path_and_query, decision, None),
-        };
+    // The one question the policy answers, as `airlock policy explain` asks it.
+    let answer = policy.answer(Question {
+        canonical,
+        tls: destination.scheme == "https",
+        path_and_query,
+        caller,
+    });
+    let Answer {
+        decision,
+        canonical,
+        tls,
+        path_and_query,
+        body_guards,
+        scope,
+        ..
+    } = answer;
+    let destination = Destination {
+        scheme: if tls { "https" } else { "http" },
+        host: canonical.host.clone(),
+        port: canonical.port,
+    };
     let (decision, would) = mode.apply(&canonical.host, decision);
     let ask = mode
         .askable(&canonical.host, &decision)
         .filter(|_| canonical.path.is_ok());
-    let body_guards = policy.body_guards(&canonical);
     let seen = seen(canonical, destination.scheme, &path_and_query, raw_path);
     Decided {
         destination,
@@ -102,7 +108,7 @@ pub(super) fn decide<'p>(
         decision,
         would,
         ask,
-        route_secret,
+        scope,
     }
 }
 

@@ -23,6 +23,7 @@ use crate::refusal;
 use crate::scrub::scrub_head;
 use crate::upstream::DialError;
 use crate::websocket;
+use airlock_credentials::Scrubber;
 
 /// How far a response from a secret's host is decoded to be scrubbed: its size is the
 /// upstream's business (it streams), but one coded byte may not become more than any
@@ -35,8 +36,9 @@ const RESPONSE_DECODING: Limits = Limits {
 
 /// How the response is inspected on its way back.
 pub(super) struct Inspectors {
-    /// The destination is a secret's host: scrub the head and the body.
-    pub(super) scrub: bool,
+    /// The destination is a secret's host: the head and the body are scrubbed with this
+    /// (made from the request's one credentials snapshot).
+    pub(super) scrub: Option<Scrubber>,
     /// The MCP call's guard, which filters the response.
     pub(super) mcp_guard: Option<Box<McpGuard>>,
 }
@@ -86,7 +88,7 @@ fn relay_upgrade(
     upgrade: Upgrade,
     mut response: Response<Incoming>,
     mut exchange: Exchange,
-    scrub: bool,
+    scrub: Option<Scrubber>,
 ) -> Answered {
     if upgrade.checked && websocket::negotiated_extension(response.headers()) {
         exchange.set_status(502);
@@ -106,8 +108,8 @@ fn relay_upgrade(
         upgrade.message_room,
     );
     let (mut parts, _) = response.into_parts();
-    if scrub {
-        scrub_head(&context.shared.credentials.load().scrubber(), &mut parts);
+    if let Some(scrubber) = &scrub {
+        scrub_head(scrubber, &mut parts);
     }
     Response::from_parts(parts, ProxyBody::empty())
 }
@@ -121,9 +123,7 @@ async fn respond(
 ) -> Answered {
     // Every head from a secret's host is scrubbed: header values and the reason phrase.
     // 1xx heads never reach this point: hyper's client reads past them (docs/secrets.md).
-    let scrubber = inspectors
-        .scrub
-        .then(|| context.shared.credentials.load().scrubber());
+    let scrubber = inspectors.scrub;
     let (mut parts, body) = response.into_parts();
     outbound::strip_hop_by_hop(&mut parts.headers, false);
     if let Some(scrubber) = &scrubber {
@@ -132,7 +132,7 @@ async fn respond(
     let (mut parts, body, mut exchange) = match inspectors.mcp_guard {
         None => (parts, body, exchange),
         Some(guard) => {
-            let scrub = inspectors.scrub;
+            let scrub = scrubber.is_some();
             // Boxed: only an MCP call waits here (docs/benchmarks.md, future sizes).
             let filtered = mcp::filter_response(context, guard, parts, body, exchange, scrub);
             match Box::pin(filtered).await {

@@ -12,7 +12,7 @@
 //! - an unanswered ask is refused after `--ask-timeout` with `"asked":true`;
 //! - a request refused for a credential reason or a deny rule is never held;
 //! - at most 64 asks are pending: one more is refused at once;
-//! - a CONNECT to an unlisted host is held; `run` lets the tunnel and its requests pass;
+//! - (asking at the request rather than at a CONNECT, and raw TCP: `ask_request.rs`);
 //! - `airlock run` serves its admin API on a 0600 socket in the user's runtime directory
 //!   (answering asks from outside), unreachable from inside the jail, gone after the run.
 
@@ -33,14 +33,14 @@ const PLACEHOLDER: &str = "PLACEHOLDER_LLM_KEY_7f3a";
 const REAL: &str = "sk-bench-REAL-0123456789abcdef";
 
 /// The base policy, with a comment to keep: `GET /ok` on `allowed.test:PORT`, a deny rule.
-fn base_policy(port: u16) -> String {
+pub(crate) fn base_policy(port: u16) -> String {
     format!(
         "# The base policy (this comment must survive a save).\nversion: 1\nnetwork:\n  allow:\n    # only /ok\n    - host: allowed.test\n      ports: [{port}]\n      methods: [GET]\n      paths: [\"/ok\"]\n  deny:\n    - host: denied.test\n"
     )
 }
 
 /// An ask-mode proxy with the base policy and the admin API on a socket in its directory.
-fn ask_proxy(pki: &TestPki, port: u16, extra: &[&str]) -> (Proxy, String) {
+pub(crate) fn ask_proxy(pki: &TestPki, port: u16, extra: &[&str]) -> (Proxy, String) {
     let mut builder = ProxyBuilder::new(pki)
         .policy(&base_policy(port))
         .resolve_loopback("allowed.test")
@@ -60,7 +60,7 @@ fn ask_proxy(pki: &TestPki, port: u16, extra: &[&str]) -> (Proxy, String) {
 }
 
 /// One admin call with curl over the socket: (status, body).
-fn admin(socket: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+pub(crate) fn admin(socket: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
     let mut command = support::tool("curl");
     command.args([
         "-sS",
@@ -94,7 +94,7 @@ fn json(text: &str) -> Value {
 }
 
 /// Polls `GET /v1/pending` until it lists at least `count` asks (at most 20 s).
-fn wait_pending(socket: &str, count: usize) -> Vec<Value> {
+pub(crate) fn wait_pending(socket: &str, count: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = admin(socket, "GET", "/v1/pending", None);
@@ -111,18 +111,18 @@ fn wait_pending(socket: &str, count: usize) -> Vec<Value> {
     }
 }
 
-fn answer(socket: &str, id: &Value, decision: &str, scope: &str) -> (u16, String) {
+pub(crate) fn answer(socket: &str, id: &Value, decision: &str, scope: &str) -> (u16, String) {
     let id = id.as_str().expect("string id");
     let body = format!(r#"{{"decision":"{decision}","scope":"{scope}"}}"#);
     admin(socket, "POST", &format!("/v1/pending/{id}"), Some(&body))
 }
 
-fn get(proxy: &Proxy, pki: &TestPki, url: &str) -> CurlResponse {
+pub(crate) fn get(proxy: &Proxy, pki: &TestPki, url: &str) -> CurlResponse {
     curl(proxy, pki, &CurlRequest::get(url))
 }
 
 /// The last audit line for `path` (waits for it, bounded).
-fn line_for(proxy: &Proxy, path: &str, count: usize) -> Value {
+pub(crate) fn line_for(proxy: &Proxy, path: &str, count: usize) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let lines: Vec<Value> = proxy
@@ -513,31 +513,6 @@ fn at_most_64_asks_are_pending() {
 }
 
 #[test]
-fn a_connect_to_an_unlisted_host_is_held_and_a_run_answer_opens_it() {
-    let pki = TestPki::new();
-    let upstream = Upstream::tls(&pki);
-    let port = upstream.port();
-    let (proxy, socket) = ask_proxy(&pki, port, &[]);
-    let url = format!("https://other.test:{port}/tunnelled");
-    std::thread::scope(|scope| {
-        let request = scope.spawn(|| get(&proxy, &pki, &url));
-        let pending = wait_pending(&socket, 1);
-        assert_eq!(pending[0]["method"], "CONNECT", "{pending:?}");
-        assert_eq!(pending[0]["path"], Value::Null, "{pending:?}");
-        assert_eq!(
-            pending[0]["suggestion"],
-            format!("other.test:{port}"),
-            "{pending:?}"
-        );
-        assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
-        let response = request.join().expect("request");
-        assert_eq!(response.status, 200, "{response:?}");
-    });
-    assert_eq!(get(&proxy, &pki, &url).status, 200);
-    assert_eq!(admin(&socket, "GET", "/v1/pending", None).1, "[]");
-}
-
-#[test]
 fn a_proxy_in_ask_mode_needs_an_admin_api() {
     let output = run_bounded(
         std::process::Command::new(AIRLOCK).args([
@@ -671,6 +646,8 @@ fn a_run_serves_its_admin_api_outside_the_jail_only() {
         assert_eq!(mode, 0o600, "socket mode");
         let socket = socket.display().to_string();
         let pending = wait_pending(&socket, 1);
+        assert_eq!(pending.len(), 1, "one ask, at the request: {pending:?}");
+        assert_eq!(pending[0]["method"], "GET", "{pending:?}");
         assert_eq!(pending[0]["host"], "other.test", "{pending:?}");
         assert_eq!(pending[0]["path"], "/a", "{pending:?}");
         assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
@@ -717,12 +694,12 @@ fn a_run_serves_its_admin_api_outside_the_jail_only() {
     assert!(for_a[1].get("asked").is_none(), "{lines:?}");
 }
 
-/// A CONNECT allowed by an ask to a host an `mcp` rule names stays an intercepted tunnel:
-/// a client that waits out the first-bytes timeout before its ClientHello (which turns a
-/// tunnel that may carry raw TCP into a raw relay) still meets airlock's certificate, so
-/// the MCP rule sees its calls.
+/// A tunnel to an unlisted host an `mcp` rule names stays an intercepted tunnel in ask
+/// mode: a client that waits out the first-bytes timeout before its ClientHello (which
+/// turns a tunnel that may carry raw TCP into a raw relay, or a raw ask) still meets
+/// airlock's certificate, so the MCP rule sees its calls; nothing is asked at the CONNECT.
 #[test]
-fn an_asked_connect_to_an_mcp_host_never_becomes_a_raw_relay() {
+fn a_tunnel_to_an_mcp_host_in_ask_mode_never_becomes_a_raw_relay() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let port = upstream.port();
@@ -737,28 +714,20 @@ fn an_asked_connect_to_an_mcp_host_never_becomes_a_raw_relay() {
         .enable_all()
         .build()
         .expect("runtime");
-    let handshake: Result<(), String> = std::thread::scope(|scope| {
-        let answering = scope.spawn(|| {
-            let pending = wait_pending(&socket, 1);
-            assert_eq!(pending[0]["host"], "mcp.test", "{pending:?}");
-            assert_eq!(answer(&socket, &pending[0]["id"], "allow", "run").0, 200);
-        });
-        let result = runtime.block_on(async {
-            let target = format!("mcp.test:{port}");
-            let stream = support::raw::open_tunnel(proxy.port(), &target).await?;
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
-            let name = rustls::pki_types::ServerName::try_from("mcp.test".to_owned())
-                .map_err(|e| e.to_string())?;
-            let connecting = tokio_rustls::TlsConnector::from(config).connect(name, stream);
-            tokio::time::timeout(Duration::from_secs(10), connecting)
-                .await
-                .map_err(|_| "TLS handshake timed out".to_owned())?
-                .map_err(|e| format!("TLS handshake (not intercepted?): {e}"))?;
-            Ok(())
-        });
-        answering.join().expect("answering thread");
-        result
+    let handshake: Result<(), String> = runtime.block_on(async {
+        let target = format!("mcp.test:{port}");
+        let stream = support::raw::open_tunnel(proxy.port(), &target).await?;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let config = pki.client_config_trusting_proxy(&[b"http/1.1"]);
+        let name = rustls::pki_types::ServerName::try_from("mcp.test".to_owned())
+            .map_err(|e| e.to_string())?;
+        let connecting = tokio_rustls::TlsConnector::from(config).connect(name, stream);
+        tokio::time::timeout(Duration::from_secs(10), connecting)
+            .await
+            .map_err(|_| "TLS handshake timed out".to_owned())?
+            .map_err(|e| format!("TLS handshake (not intercepted?): {e}"))?;
+        Ok(())
     });
     handshake.expect("the tunnel is intercepted by airlock");
+    assert_eq!(admin(&socket, "GET", "/v1/pending", None).1, "[]");
 }

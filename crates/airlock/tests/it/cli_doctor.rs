@@ -18,12 +18,13 @@ use crate::support::{need, run_bounded};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Every check, in the order doctor prints them.
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "user namespaces",
     "apparmor",
     "landlock",
     "mount_setattr",
     "seccomp",
+    "nftables",
     "cgroups",
     "ca",
     "docker",

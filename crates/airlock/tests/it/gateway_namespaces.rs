@@ -26,8 +26,8 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Network namespaces created by one test: deleted, with every process inside killed,
 /// when dropped. Also removes the `/etc/netns/NAME` directories `ip netns exec` reads.
-struct Namespaces {
-    names: Vec<String>,
+pub(crate) struct Namespaces {
+    pub(crate) names: Vec<String>,
 }
 
 impl Drop for Namespaces {
@@ -46,7 +46,7 @@ impl Drop for Namespaces {
 
 /// Whether this test can build namespaces and nat rules; prints why not when it cannot
 /// (a failure under `AIRLOCK_TEST_REQUIRE`: [`crate::support::skip_or_fail`]).
-fn namespaces_and_nat_available(test: &str) -> bool {
+pub(crate) fn namespaces_and_nat_available(test: &str) -> bool {
     let probe = format!("alk{}-{}", std::process::id() % 100_000, test.len());
     let script = format!(
         "ip netns add {probe} && ip netns exec {probe} iptables -t nat -L -n >/dev/null; \
@@ -68,7 +68,7 @@ fn namespaces_and_nat_available(test: &str) -> bool {
 const CANARIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/canaries.py");
 
 /// A TLS upstream on `argv[1]:argv[2]` answering `upstream PATH`; writes `argv[5]` once up.
-const UPSTREAM: &str = r#"
+pub(crate) const UPSTREAM: &str = r#"
 import http.server, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):

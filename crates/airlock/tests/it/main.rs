@@ -2,18 +2,27 @@
 //! binary links the dependencies once). Run a part with a name filter, for example
 //! `cargo test -p airlock --test it -- ask_mode::`.
 
+mod agents_cli;
 mod ask_mode;
+mod ask_request;
+mod audit_chain;
+mod audit_export;
 mod ca_cli;
 mod cli_doctor;
 mod cli_hygiene;
+mod cli_init;
+mod deploy_manifests;
+mod fleet;
 mod gateway_namespaces;
 mod mcp_sdk;
 mod mcp_stdio;
+mod profiles;
 mod proxy_addresses;
 mod proxy_admin;
 mod proxy_allow;
 mod proxy_audit;
 mod proxy_audit_disk;
+mod proxy_decision;
 mod proxy_git;
 mod proxy_git_auth;
 mod proxy_harness;
@@ -36,9 +45,12 @@ mod proxy_websocket;
 mod report_mode;
 mod run_basics;
 mod run_escape_canaries;
+mod run_every_port;
 mod run_filesystem;
+mod run_large_tree;
 mod run_network;
 mod run_outbound_guard;
+mod run_process;
 mod run_provider_sdks;
 mod run_repository;
 mod run_tty;

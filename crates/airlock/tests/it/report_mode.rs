@@ -549,7 +549,7 @@ fn report_mode_keeps_json_body_guards() {
 
 /// Opens a CONNECT tunnel to `target` through `proxy` and returns the proxy's answer line;
 /// on 200, sends `bytes` through it and waits (bounded) for the tunnel to end.
-fn raw_tunnel(proxy: &Proxy, target: &str, bytes: &[u8]) -> String {
+pub(crate) fn raw_tunnel(proxy: &Proxy, target: &str, bytes: &[u8]) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).expect("connect");
     stream

@@ -128,7 +128,8 @@ import socket, struct
 s = socket.socket()
 s.settimeout(5)
 try:
-    s.connect(("203.0.113.9", 2222)); print("TCP2222=connected")
+    s.connect(("203.0.113.9", 2222)); s.sendall(b"SSH-2.0-probe\r\n")
+    print("TCP2222=answered" if s.recv(64) else "TCP2222=closed")
 except OSError as e:
     print("TCP2222=refused")
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -167,7 +168,8 @@ fn escape_attempts_fail_and_are_logged() {
     let direct = json_after(&stdout, "DIRECT");
     assert_eq!(direct["error"], "blocked_by_policy", "{direct}");
     assert_eq!(direct["host"], "203.0.113.9", "{direct}");
-    assert!(stdout.contains("TCP2222=refused"), "{stdout}");
+    // Answered by airlock through the catch-all port (refused, closed, audited below).
+    assert!(stdout.contains("TCP2222=closed"), "{stdout}");
     assert!(stdout.contains("UDP443=nothing"), "{stdout}");
     assert!(
         stdout.contains("DNS=id1234 rcode0 answers0 from192.0.2.53"),
@@ -179,6 +181,13 @@ fn escape_attempts_fail_and_are_logged() {
         lines
             .iter()
             .any(|l| l["decision"] == "deny" && l["host"] == "203.0.113.9" && l["port"] == 443),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l["kind"] == "tcp"
+            && l["decision"] == "deny"
+            && l["host"] == "203.0.113.9"
+            && l["port"] == 2222),
         "{lines:?}"
     );
     assert!(
@@ -465,6 +474,50 @@ fn pip_downloads_from_an_allowed_index_without_proxy_variables() {
         lines.iter().any(|l| l["host"] == "other.test"
             && l["decision"] == "allow"
             && l["path"] == "/packages/demo_pkg-1.0-py3-none-any.whl"),
+        "{lines:?}"
+    );
+}
+
+/// `--allow localhost:PORT` inside `airlock run`: the command's `localhost` is the host's
+/// loopback, decided on the name it used as `airlock proxy` and `policy explain` decide it
+/// (`proxy_decision::localhost_is_decided_alike_by_the_proxy_and_explain`), not refused as
+/// `host_mismatch` because the jail captured it at 127.0.0.1.
+#[test]
+fn localhost_allowed_by_name_reaches_the_hosts_loopback() {
+    if !namespaces_available("localhost_allowed_by_name_reaches_the_hosts_loopback") {
+        return;
+    }
+    crate::support::need_all(&["curl"]);
+    let upstream = Upstream::plain();
+    let home = RunHome::new();
+    let port = upstream.port();
+    // No `--resolve`: a rule naming `localhost` is consent to the host's loopback.
+    let flags: Vec<String> = vec![
+        "--allow".into(),
+        format!("localhost:{port}"),
+        "--log".into(),
+        home.log_path().to_string_lossy().into_owned(),
+    ];
+    let script = format!(
+        "echo LOOPBACK; curl -sS --max-time 20 -4 http://localhost:{port}/echo/loopback; echo; \
+         echo NUMBER; curl -sS --max-time 20 http://127.0.0.1:{port}/echo/number; echo"
+    );
+    let (status, stdout, stderr) = run_script(&home, &flags, &script);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        json_after(&stdout, "LOOPBACK")["path"],
+        "/echo/loopback",
+        "{stdout}\n{stderr}"
+    );
+    let refused = json_after(&stdout, "NUMBER");
+    assert_eq!(refused["reason"], "host_not_allowed", "{stdout}");
+    assert_eq!(upstream.hit_count(), 1, "{stderr}");
+    let lines = home.audit_lines();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "http"
+            && l["decision"] == "allow"
+            && l["host"] == "localhost"
+            && l["port"] == port),
         "{lines:?}"
     );
 }

@@ -2,6 +2,7 @@
 //! the real `airlock proxy` binary as a child process, and real clients (curl, python3,
 //! git, hand-written bytes over TCP/TLS, hyper h2) run with bounded time.
 
+pub mod agents;
 pub mod clients;
 pub mod encodings;
 pub mod fixture_server;
@@ -78,10 +79,11 @@ pub fn assert_refusal(
     assert_eq!(
         keys,
         [
-            "error", "hint", "host", "message", "method", "path", "reason", "rule"
+            "error", "hint", "host", "id", "message", "method", "path", "reason", "rule"
         ],
         "refusal body keys: {body_text}"
     );
+    assert_decision_id(&json["id"], &body_text);
     assert_eq!(json["error"], "blocked_by_policy", "{body_text}");
     assert_eq!(json["reason"], expected.reason, "{body_text}");
     assert_eq!(json["method"], expected.method, "{body_text}");
@@ -125,6 +127,7 @@ pub fn assert_http_audit_shape(line: &Value) {
         "ts must be RFC 3339 UTC ending in Z: {line}"
     );
     assert_eq!(line["kind"], "http", "{line}");
+    assert_decision_id(&line["id"], &line.to_string());
     assert!(
         line["decision"] == "allow" || line["decision"] == "deny",
         "{line}"
@@ -137,6 +140,15 @@ pub fn assert_http_audit_shape(line: &Value) {
             "a refusal line carries reason: {line}"
         );
     }
+}
+
+/// A decision id (docs/contract.md §5): 32 lowercase hex digits.
+pub fn assert_decision_id(id: &Value, context: &str) {
+    let text = id.as_str().unwrap_or_default();
+    assert!(
+        text.len() == 32 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+        "a decision id is 32 lowercase hex digits: {context}"
+    );
 }
 
 /// Request bytes for a hand-written HTTP/1.1 GET with `Connection: close`.
