@@ -110,7 +110,13 @@ async fn steps(
     };
     let key =
         || crate::ask::request_key(&seen.method, seen.host.clone(), seen.port, Some(&seen.path));
-    let (decision, asked) = decide::hold(&context.shared, decided.ask, key, decided.decision).await;
+    // The program behind the request goes with its ask (docs/watch.md).
+    let process = || {
+        let caller = context.caller.as_ref()?;
+        serde_json::to_value(&caller.process).ok()
+    };
+    let (decision, asked) =
+        decide::hold(&context.shared, decided.ask, key, decided.decision, process).await;
     let mut line = seen.line_of(context);
     line.asked = asked;
     if !decision.is_allow() {

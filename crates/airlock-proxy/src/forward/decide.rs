@@ -120,12 +120,13 @@ pub(super) async fn hold(
     ask: Option<Reason>,
     key: impl FnOnce() -> AskKey,
     decision: Decision,
+    process: impl FnOnce() -> Option<serde_json::Value>,
 ) -> (Decision, bool) {
     let Some(reason) = ask else {
         return (decision, false);
     };
     // Boxed: only a held request waits here, and every request's future would carry it.
-    match Box::pin(shared.asks.hold(key(), reason)).await {
+    match Box::pin(shared.asks.hold_from(key(), reason, process())).await {
         Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
         Asked::Refused => (decision, true),
     }

@@ -178,10 +178,14 @@ fn name_resolving_to_loopback_without_operator_consent_is_private_address() {
     let pki = TestPki::new();
     let upstream = Upstream::tls(&pki);
     let plain_upstream = Upstream::plain();
-    // `localhost` is allowed, but no --resolve or cidr names 127.0.0.1.
+    // `localhost` is allowed by a pattern (a host regex), which is no consent to the
+    // loopback: no --resolve, cidr, IP literal or exact `localhost` rule names 127.0.0.1.
     let proxy = ProxyBuilder::new(&pki)
-        .allow(&format!("localhost:{}", upstream.port()))
-        .allow(&format!("localhost:{}", plain_upstream.port()))
+        .policy(&format!(
+            "version: 1\nnetwork:\n  allow:\n    - host_regex: \"local(host)?\"\n      ports: [{}, {}]\n",
+            upstream.port(),
+            plain_upstream.port()
+        ))
         .start();
     let target = format!("localhost:{}", upstream.port());
     let outcome = raw::connect_tls(

@@ -5,6 +5,7 @@
 //! when `AIRLOCK_TEST_UID` is set (`.ci/run`). And a failing command that names a host file
 //! under the private /tmp gets a note saying why it was not there.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -46,10 +47,21 @@ fn a_working_directory_of_600k_entries_starts_and_keeps_deep_names_protected() {
         return;
     }
     let home = RunHome::new();
-    let scratch = home.scratch();
+    // Not under /tmp: a tree this large there would also slow every other test's scan of
+    // /tmp for host sockets (which gives up past its bound).
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let scratch = work.path().join("project");
+    std::fs::create_dir(&scratch).expect("project");
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    crate::support::test_user::adopt(&scratch);
     plant_tree(&scratch, 600, 1000);
     let started = Instant::now();
-    let output = home.run(&["--", "sh", "-c", PROBE]);
+    let mut command = home.command();
+    command
+        .args(["run", "--", "sh", "-c", PROBE])
+        .env("AIRLOCK_HOME", home.airlock_home())
+        .current_dir(&scratch);
+    let output = crate::support::clients::run_bounded(&mut command, run::RUN_TIMEOUT);
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(run::code(&output), 0, "{}\n{stdout}", output.stderr);
