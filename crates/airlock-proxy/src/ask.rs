@@ -187,13 +187,16 @@ impl Asks {
         Ok(())
     }
 
-    /// Holds a request refused for `reason` until its ask is answered or times out.
+    /// Holds a request refused for `reason` until its ask is answered or times out (the
+    /// tests' shorthand for [`Asks::hold_from`] without a process).
+    #[cfg(test)]
     pub(crate) async fn hold(&self, key: AskKey, reason: Reason) -> Asked {
         self.hold_from(key, reason, None).await
     }
 
-    /// [`Asks::hold`], naming the process that made the request (shown with the ask when it
-    /// opens one; identical requests of other processes share it). A request that joined
+    /// Holds a request refused for `reason` until its ask is answered or times out, naming
+    /// the process that made the request (shown with the ask when it opens one; identical
+    /// requests of other processes share it). A request that joined
     /// an ask answered `allow once` asks again: `once` is the opener's request only.
     pub(crate) async fn hold_from(
         &self,
