@@ -33,8 +33,8 @@ fn pong_server(connections: usize) -> u16 {
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
             let mut buffer = [0u8; 64];
             if let Ok(n) = stream.read(&mut buffer) {
-                let _ = stream.write_all(b"pong:");
-                let _ = stream.write_all(&buffer[..n]);
+                let _ = stream.write_all(&[b"pong:", &buffer[..n]].concat());
+                let _ = stream.shutdown(std::net::Shutdown::Write);
             }
         }
     });
@@ -46,7 +46,9 @@ fn probe(port: u16) -> String {
     format!(
         "import socket\n\
          try:\n    s = socket.create_connection(('db.test', {port}), timeout=10)\n    \
-         s.sendall(b'ping')\n    print('got=' + s.recv(64).decode())\n\
+         s.sendall(b'ping')\n    got = b''\n    \
+         while len(got) < 9:\n        chunk = s.recv(64)\n        if not chunk: break\n        \
+         got += chunk\n    print('got=' + got.decode())\n\
          except Exception as e:\n    print('failed=' + type(e).__name__)\n"
     )
 }
