@@ -183,29 +183,26 @@ impl Upstream {
                 Ok(vec![SocketAddr::new(*ip, port)])
             }
             Host::Name(name) => {
+                // Named by the operator (a pin, or a rule naming `localhost` exactly):
+                // exempt from the private-address guard, but a deny rule still applies.
                 let pin = self.pins.get(&format!("{name}:{port}"));
-                if let Some(ip) = pin.or_else(|| self.pins.get(name)) {
-                    // Pinned by the operator: exempt from the private-address guard, but a
-                    // deny rule still applies.
-                    match policy.check_address(host, *ip) {
-                        Err(decision) if decision.reason != Some(Reason::PrivateAddress) => {
-                            return Err(DialError::Denied(decision));
-                        }
-                        _ => return Ok(vec![SocketAddr::new(*ip, port)]),
-                    }
-                }
-                if let Some(loopback) = policy.loopback_named(host, port) {
-                    // A rule naming `localhost` is consent to the host's loopback, as a pin
-                    // is: exempt from the private-address guard, not from a deny rule.
-                    for ip in loopback {
-                        match policy.check_address(host, ip) {
+                let named: Option<Vec<IpAddr>> = match pin.or_else(|| self.pins.get(name)) {
+                    Some(ip) => Some(vec![*ip]),
+                    None => policy.loopback_named(host, port).map(Vec::from),
+                };
+                if let Some(named) = named {
+                    for ip in &named {
+                        match policy.check_address(host, *ip) {
                             Err(decision) if decision.reason != Some(Reason::PrivateAddress) => {
                                 return Err(DialError::Denied(decision));
                             }
                             _ => {}
                         }
                     }
-                    return Ok(loopback.map(|ip| SocketAddr::new(ip, port)).to_vec());
+                    return Ok(named
+                        .into_iter()
+                        .map(|ip| SocketAddr::new(ip, port))
+                        .collect());
                 }
                 let addresses = self.lookup(name).await?;
                 if addresses.is_empty() {
