@@ -50,11 +50,18 @@ async fn event_loop(terminal: &mut DefaultTerminal, client: Client) -> Result<()
                 }
             }
             ended = &mut stream, if !stream.is_finished() => {
-                model.status = match ended {
+                let ended = match ended {
                     Ok(Ok(())) => "the run ended (event stream closed)".to_owned(),
                     Ok(Err(error)) => error.to_string(),
                     Err(_) => "the event stream stopped".to_owned(),
                 };
+                // The last answer stays readable beside the end; nothing is left to poll.
+                model.status = if model.status.starts_with("answered ") {
+                    format!("{}; {ended}", model.status)
+                } else {
+                    ended
+                };
+                asks_supported = false;
             }
             _ = poll.tick(), if asks_supported => match client.pending().await {
                 Ok(pending) => model.set_pending(pending),
