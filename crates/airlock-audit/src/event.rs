@@ -26,6 +26,9 @@ pub enum Kind {
     Audit,
     /// A file the end-of-run check quarantined (or could not check), by name only.
     Fs,
+    /// A projected credential file: a refresh carried out, a write-back, a write by the
+    /// command kept from the host's file (secret names only, never values).
+    Credentials,
 }
 
 /// Allowed or refused.
@@ -61,6 +64,7 @@ impl Kind {
             Kind::Policy => "policy",
             Kind::Audit => "audit",
             Kind::Fs => "fs",
+            Kind::Credentials => "credentials",
         }
     }
 }
@@ -156,6 +160,9 @@ pub struct AuditEvent {
     /// `Some(Some(..))` written as an object, `Some(None)` (not found) as `null`; `None`
     /// (elsewhere) leaves the key out.
     pub process: Option<airlock_process::Caller>,
+    /// The W3C trace id sent upstream in `traceparent` (32 hex digits), when the policy
+    /// asks for one (docs/policy.md, `audit.traceparent`).
+    pub trace: Option<String>,
     // EXTENSIONS: an optional key added to the line (a `process` object, ...) goes here as
     // an `Option<_>` field, left `None` by every producer that does not know it; then in
     // `crate::line::Line` (its key position), in `crate::fold` (whether it tells events

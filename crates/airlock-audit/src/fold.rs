@@ -108,11 +108,12 @@ impl Folds {
     }
 }
 
-/// Whether two events are identical but for `ms` and `id`.
+/// Whether two events are identical but for `ms`, `id` and `trace`.
 fn identical(a: &AuditEvent, b: &AuditEvent) -> bool {
     let mut b = b.clone();
     b.ms = a.ms;
     b.id = a.id;
+    b.trace.clone_from(&a.trace);
     *a == b
 }
 

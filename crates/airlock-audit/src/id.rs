@@ -34,6 +34,12 @@ impl DecisionId {
         DecisionId((u128::from(process_half()) << 64) | u128::from(count))
     }
 
+    /// This process's half of every id (16 hex digits): names the instance that decided
+    /// (`service.instance.id` of its OTLP records, [`crate::otlp`]).
+    pub fn instance() -> String {
+        format!("{:016x}", process_half())
+    }
+
     /// The id whose 32 hex digits are `hex` (as written on a line), if they are.
     pub fn parse(hex: &str) -> Option<DecisionId> {
         if hex.len() != 32 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {

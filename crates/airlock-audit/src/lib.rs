@@ -26,10 +26,13 @@
 //!
 //! `ts id kind decision would asked rule reason method scheme host port path query status
 //! bytes_up bytes_down ms secrets conn name qtype server tool argument form credential
-//! message phase refused lost count`
+//! message phase refused lost process trace count`
 //!
-//! `refused` and `lost` appear only on the `kind: audit` line written when the log can be
-//! written again after an outage ([`writer`]).
+//! `refused` and `lost` appear only on `kind: audit` lines: the one written when the log
+//! can be written again after an outage ([`writer`]), and (`lost` alone) the one with
+//! `reason` `audit_export_dropped` that counts the lines `--audit-otlp` could not export
+//! ([`otlp`]). `trace` is the W3C trace id sent upstream when the policy asks for
+//! `traceparent`.
 //!
 //! `server` names the stdio MCP server of an `airlock mcp` line; `argument` names the
 //! guarded argument that refused an MCP call (`mcp_argument_denied`), never its value.
@@ -56,6 +59,7 @@ pub mod fold;
 pub mod id;
 pub mod line;
 pub mod ocsf;
+pub mod otlp;
 pub mod output;
 pub mod signing;
 mod time;
@@ -76,8 +80,8 @@ pub use crate::ack::{Ack, Unavailable};
 pub use crate::event::{AuditEvent, Decision, DecisionId, Kind, Phase};
 pub(crate) use crate::line::Line;
 pub use crate::line::{Written, redact_query};
+pub use crate::output::ROTATED_KEEP;
 use crate::output::{Output, Rotation};
-pub use crate::output::{ROTATED_KEEP, number_and_unit, parse_size};
 pub use crate::time::format_timestamp;
 pub use crate::writer::RETRY_INTERVAL;
 use crate::writer::Writer;
@@ -109,6 +113,9 @@ pub enum AuditError {
     /// The writer thread could not be started.
     #[error("cannot start the audit log writer: {0}")]
     Spawn(io::Error),
+    /// The OTLP export could not be set up (`--audit-otlp`, [`otlp`]).
+    #[error("{0}")]
+    Export(String),
 }
 
 /// The audit log handle: cheap to clone, shared by every connection.
@@ -134,6 +141,8 @@ pub(crate) struct Health {
     pub(crate) filter: OnceLock<LineFilter>,
     /// Handed every line as written ([`AuditLog::tap_with`]).
     pub(crate) tap: OnceLock<LineTap>,
+    /// The OTLP exporter's counters, when lines are exported ([`otlp`]).
+    export: OnceLock<Arc<otlp::Stats>>,
     /// When the current outage began, in microseconds since the epoch (0: none).
     since_micros: AtomicU64,
     /// Requests refused during the current outage.
@@ -162,6 +171,7 @@ impl Health {
             healthy: AtomicBool::new(true),
             filter: OnceLock::new(),
             tap: OnceLock::new(),
+            export: OnceLock::new(),
             since_micros: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -226,6 +236,8 @@ pub struct Status {
     pub refused_total: u64,
     /// Outages since the log was opened.
     pub outages: u64,
+    /// What the OTLP export did, when lines are exported (`--audit-otlp`).
+    pub otlp: Option<otlp::Counts>,
 }
 
 /// A last rewrite of each serialised line (the credentials' redactor: a real secret value
@@ -280,17 +292,37 @@ impl AuditLog {
         signing: checkpoint::Signing,
         format: ocsf::Format,
     ) -> Result<AuditLog, AuditError> {
-        let mut output = if dest == "-" {
-            Output::new(Box::new(io::stdout()))
-        } else {
-            let rotation = options.max_size.map(Rotation::new);
-            Output::file(PathBuf::from(dest), rotation).map_err(|source| AuditError::Open {
-                path: dest.to_owned(),
-                source,
-            })?
+        Self::open_exported(Some(dest), options, Some(signing), format, None)
+    }
+
+    /// [`AuditLog::open_signed`], with every line written also exported as `export` says
+    /// (`--audit-otlp`, [`otlp`]); `dest` `None` keeps no file (lines are still sealed and
+    /// exported), `signing` `None` writes no checkpoints.
+    pub fn open_exported(
+        dest: Option<&str>,
+        options: LogOptions,
+        signing: Option<checkpoint::Signing>,
+        format: ocsf::Format,
+        export: Option<&otlp::Config>,
+    ) -> Result<AuditLog, AuditError> {
+        let mut output = match dest {
+            None => Output::new(Box::new(io::sink())),
+            Some("-") => Output::new(Box::new(io::stdout())),
+            Some(dest) => {
+                let rotation = options.max_size.map(Rotation::new);
+                Output::file(PathBuf::from(dest), rotation).map_err(|source| AuditError::Open {
+                    path: dest.to_owned(),
+                    source,
+                })?
+            }
         };
-        output.sign_with(signing);
+        if let Some(signing) = signing {
+            output.sign_with(signing);
+        }
         output.format_with(format);
+        if let Some(config) = export {
+            output.export_with(otlp::Exporter::start(config).map_err(AuditError::Export)?);
+        }
         Self::with_sink(output, QUEUE_CAPACITY)
     }
 
@@ -308,6 +340,9 @@ impl AuditLog {
     fn with_sink(sink: Output, capacity: usize) -> Result<AuditLog, AuditError> {
         let (sender, receiver) = mpsc::sync_channel(capacity);
         let state = Arc::new(Health::new());
+        if let Some(export) = sink.export() {
+            let _ = state.export.set(export.stats());
+        }
         let writer_state = Arc::clone(&state);
         let writer = std::thread::Builder::new()
             .name("airlock-audit".to_owned())
@@ -408,6 +443,7 @@ impl AuditLog {
             refused: state.refused.load(Ordering::SeqCst),
             refused_total: state.refused_total.load(Ordering::SeqCst),
             outages: state.outages.load(Ordering::SeqCst),
+            otlp: state.export.get().map(|stats| stats.counts()),
         }
     }
 
@@ -433,6 +469,30 @@ impl AuditLog {
         match &self.inner {
             None => true,
             Some(inner) => inner.state.healthy.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Waits (at most `limit`) until every line written so far has left the OTLP export's
+    /// queue, sent or dropped ([`otlp`]); `true` at once when lines are not exported. For
+    /// a process that may end without dropping its last handle (`airlock run`): call it
+    /// after [`AuditLog::flush`].
+    pub fn wait_exported(&self, limit: Duration) -> bool {
+        let Some(stats) = self
+            .inner
+            .as_ref()
+            .and_then(|inner| inner.state.export.get())
+        else {
+            return true;
+        };
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if stats.queued.load(Ordering::Relaxed) == 0 {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

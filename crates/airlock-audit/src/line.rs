@@ -83,6 +83,8 @@ pub(crate) struct Line<'a> {
     lost: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     process: Option<&'a airlock_process::Caller>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<&'a str>,
     // EXTENSIONS: an optional key of [`AuditEvent`] is written here (before `count`, which
     // stays last) with `skip_serializing_if = "Option::is_none"`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,6 +129,7 @@ impl<'a> Line<'a> {
             refused: event.refused,
             lost: event.lost,
             process: event.process.as_ref(),
+            trace: event.trace.as_deref(),
             count,
         }
     }

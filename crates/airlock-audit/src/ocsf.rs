@@ -215,7 +215,7 @@ fn epoch_millis(ts: &str) -> Option<u64> {
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`,
 /// from the epoch on).
-fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+pub(crate) fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || year < 1970 {
         return None;
     }

@@ -68,6 +68,8 @@ pub(crate) struct Writer {
     unsigned_since: Option<Instant>,
     /// Whether this writer wrote any line (a closed log ends with a checkpoint then).
     wrote: bool,
+    /// When lines not exported were last noted ([`crate::otlp`]).
+    noted_at: Option<Instant>,
 }
 
 impl Writer {
@@ -88,6 +90,7 @@ impl Writer {
             signing,
             unsigned_since: None,
             wrote: false,
+            noted_at: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl Writer {
         }
         self.close_folds(true);
         self.end_batch();
+        self.note_export_drops(true);
         self.close_chain();
     }
 
@@ -193,6 +197,7 @@ impl Writer {
                 self.fail(&err.to_string());
             } else {
                 self.note_reopened();
+                self.note_export_drops(false);
             }
         }
         let written = self.outage.is_none();
@@ -227,6 +232,37 @@ impl Writer {
             .write_line(&ts, &event, None)
             .and_then(|()| self.flush());
         if let Err(err) = result {
+            self.fail(&err.to_string());
+        }
+    }
+
+    /// After a batch went out: a line saying how many lines were not exported
+    /// (`--audit-otlp`), at most once per [`crate::otlp::NOTE_INTERVAL`] (at once when
+    /// `closing`).
+    fn note_export_drops(&mut self, closing: bool) {
+        let Some(export) = self.output.export() else {
+            return;
+        };
+        let interval = crate::otlp::NOTE_INTERVAL;
+        if self.outage.is_some()
+            || (!closing && self.noted_at.is_some_and(|at| at.elapsed() < interval))
+        {
+            return;
+        }
+        let dropped = export.take_unnoted();
+        if dropped == 0 {
+            return;
+        }
+        self.noted_at = Some(Instant::now());
+        let ts = format_timestamp(SystemTime::now());
+        let event = crate::otlp::dropped_event(dropped);
+        if let Err(err) = self
+            .write_line(&ts, &event, None)
+            .and_then(|()| self.flush())
+        {
+            if let Some(export) = self.output.export() {
+                export.restore_unnoted(dropped);
+            }
             self.fail(&err.to_string());
         }
     }

@@ -200,6 +200,41 @@ fn render_audit(out: &mut String, audit: &airlock_audit::Status) {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
         );
     }
+    if let Some(otlp) = &audit.otlp {
+        render_otlp(out, otlp);
+    }
+}
+
+/// The OTLP export's counters (`--audit-otlp`, docs/operations.md "OTLP export").
+fn render_otlp(out: &mut String, otlp: &airlock_audit::otlp::Counts) {
+    gauge(
+        out,
+        "airlock_audit_otlp_queued",
+        "Audit lines waiting to be exported over OTLP.",
+        otlp.queued,
+    );
+    for (name, help, value) in [
+        (
+            "airlock_audit_otlp_exported_total",
+            "Audit lines the OTLP collector accepted.",
+            otlp.exported,
+        ),
+        (
+            "airlock_audit_otlp_dropped_total",
+            "Audit lines not exported (queue full, refused, or not sent before shutdown).",
+            otlp.dropped,
+        ),
+        (
+            "airlock_audit_otlp_failures_total",
+            "OTLP export requests that failed and were tried again.",
+            otlp.failures,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
+    }
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use airlock_policy::import::{self, SeedFormat};
+use airlock_import::{self as import, SeedFormat};
 use airlock_policy::load::{self, LoadError};
 use airlock_proxy::Gauges as ProxyGauges;
 use bytes::Bytes;

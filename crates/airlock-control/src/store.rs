@@ -149,6 +149,19 @@ impl PolicyStore {
             }
         }
         let in_force = self.live.load_full();
+        let mut candidate = candidate;
+        // Secrets of projected credential files are the session's, not the policy
+        // sources': they stay (docs/secrets.md, "Credential files").
+        candidate.secrets.extend(
+            in_force
+                .policy()
+                .secrets
+                .iter()
+                .filter(|secret| secret.name.starts_with("file:"))
+                .filter(|secret| !candidate.secrets.iter().any(|s| s.name == secret.name))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         let mut problems = Vec::new();
         if candidate.secrets != in_force.policy().secrets {
             problems.push(Problem {

@@ -1,11 +1,13 @@
-//! MCP inspection for airlock (pure, no I/O): parses a JSON-RPC request body (one message
+//! MCP inspection for airlock: parses a JSON-RPC request body (one message
 //! or a batch), decides each `tools/call` on `params.name` against an `mcp` rule (and its
 //! argument guards on `params.arguments`), builds
 //! the JSON-RPC errors for denied calls and merges them with the upstream's answers, and
 //! filters `tools/list` results (JSON bodies and SSE streams) so denied tools are not
 //! advertised. It also checks request bodies against `json_deny` body guards
 //! ([`refusing_rule`]). [`stdio`] frames and decides the lines of the stdio transport
-//! (`airlock mcp`) with the same decisions.
+//! (`airlock mcp`) with the same decisions. All of that is pure (no I/O); the one module
+//! that does I/O is `relay` (Unix), the pump of `airlock mcp` that moves the stdio lines
+//! between airlock's standard input/output and the server's pipes and audits them.
 //!
 //! Parsing is strict and fail-closed: the body must be UTF-8 JSON (no BOM, no comments,
 //! no UTF-16), every object this module looks into must have unique keys (a duplicate
@@ -18,6 +20,8 @@
 mod args;
 mod body_guard;
 mod json;
+#[cfg(unix)]
+pub mod relay;
 mod sse;
 pub mod stdio;
 

@@ -5,8 +5,8 @@
 //! The pipeline is:
 //!
 //! 1. [`load`] turns a document (native YAML or JSON) into a validated [`model::Policy`],
-//!    collecting *every* error with its `file:line:col`; [`import`] does the same for the
-//!    seed formats; [`rule`] parses the `--allow RULE` shorthand.
+//!    collecting *every* error with its `file:line:col` (the `airlock-import` crate does the
+//!    same for the seed formats); [`rule`] parses the `--allow RULE` shorthand.
 //! 2. [`model::Policy::combine`] unions several sources, prefixing rule ids by source.
 //! 3. [`matcher::CompiledPolicy::compile`] builds the lookup structure once.
 //! 4. [`canonical`] turns what a client sent into one [`canonical::CanonicalRequest`].
@@ -22,13 +22,13 @@
 
 pub mod ask;
 pub mod canonical;
+pub mod credential_files;
 pub mod decision;
 pub mod edit;
 pub mod emit;
 pub mod enforce;
 pub mod filesystem;
 pub mod gitconfig;
-pub mod import;
 pub mod json_deny;
 pub mod limits;
 pub mod load;
@@ -45,6 +45,7 @@ pub mod programs;
 pub mod providers;
 pub mod route;
 pub mod rule;
+pub mod size;
 pub mod suggest;
 
 pub use canonical::{CanonicalRequest, Host};

@@ -91,7 +91,7 @@ fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 /// Parses a duration: a whole number followed by `ms`, `s`, `m` or `h` (`30s`, `2m`).
 /// Zero, a missing unit and anything else are refused with a message saying what to write.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = airlock_audit::number_and_unit(text)
+    let (number, unit) = crate::size::number_and_unit(text)
         .ok_or("is not a duration: write a whole number and a unit, as in 30s or 2m")?;
     let millis = match unit {
         "ms" => Some(number),

@@ -30,6 +30,10 @@ pub struct Policy {
     pub dlp: Dlp,
     /// Timeouts, the inspection memory budget and the per-client connection cap.
     pub limits: crate::limits::Limits,
+    /// What the audit asks of forwarded requests (`audit: {traceparent: true}`).
+    pub audit: Audit,
+    /// The user's credential files projected with surrogates or hidden (`credentials`).
+    pub credentials: crate::credential_files::CredentialFiles,
 }
 
 /// The `dlp` section: what the outbound guard does with a well-known credential format
@@ -63,6 +67,13 @@ impl Dlp {
             }
         }
     }
+}
+
+/// The `audit` section (docs/policy.md, "Trace context").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    /// Send a W3C `traceparent` upstream whose trace id the request's audit line names.
+    pub traceparent: bool,
 }
 
 /// `dlp.credentials`. Ordered from the weakest to the strictest.
@@ -450,7 +461,10 @@ impl Policy {
             }
             out.filesystem.merge(policy.filesystem);
             out.dlp.merge(policy.dlp);
+            // Any source asking for trace context gets it.
+            out.audit.traceparent |= policy.audit.traceparent;
             out.limits.merge(policy.limits);
+            out.credentials.merge(policy.credentials);
         }
         Ok(out)
     }

@@ -1,33 +1,31 @@
 //! The body types of the data plane: [`ProxyBody`] is what the proxy answers with (a
 //! refusal built in memory, or the upstream's streamed body whose end writes the audit
-//! line), and [`UploadBody`] is the client's streamed request body on its way upstream,
-//! counting bytes for the audit line. Neither buffers: frames pass as they come (a
-//! compressed request body is decoded in steps whose bytes and decoder memory are taken
-//! from the inspection budget, `crate::metered`; a response from a secret's host is
-//! scrubbed on the way, holding back at most the longest encoded real value minus one
-//! byte between frames; trailers that end such a body follow the bytes held back and are
-//! scrubbed too).
+//! line), and [`UploadBody`] (module `upload`) is the client's streamed request body on
+//! its way upstream, counting bytes for the audit line. Neither buffers: frames pass as
+//! they come (a compressed request body is decoded in steps whose bytes and decoder
+//! memory are taken from the inspection budget, `crate::metered`; a response from a
+//! secret's host is scrubbed on the way, holding back at most the longest encoded real
+//! value minus one byte between frames; trailers that end such a body follow the bytes
+//! held back and are scrubbed too).
+
+mod upload;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use airlock_credentials::{BodySwap, GuardStream, Released, ScrubStream, Scrubber};
+use airlock_audit::Ack;
+use airlock_credentials::{Released, ScrubStream, Scrubber};
 use airlock_encoding::Decoder;
 use airlock_mcp::SseFilter;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
-use crate::budget::Budget;
-use crate::metered::{Metered, Stopped};
-use airlock_audit::Ack;
-
-use crate::record::{BodyReport, Exchange, Trip};
+use crate::record::Exchange;
 use crate::scrub::scrub_headers;
+
+pub use self::upload::{UploadBody, UploadError};
 
 /// A response body: in-memory, or streamed from upstream and audited when it ends.
 pub struct ProxyBody {
@@ -445,313 +443,6 @@ impl Body for ProxyBody {
     }
 }
 
-/// The error an [`UploadBody`] ends with.
-pub type UploadError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One poll of an [`UploadBody`].
-type UploadPoll = Poll<Option<Result<Frame<Bytes>, UploadError>>>;
-
-/// The client's request body on its way upstream; counts the bytes it relays. When the
-/// outbound guard is on, every chunk is searched before any of it is released (a
-/// [`GuardStream`] holds back the few bytes that could start a credential); when bodies
-/// are swapped, surrogates become real values through a [`BodySwap`]. A refusal by
-/// either ends the body with an error (the upstream request is abandoned, nothing of the
-/// credential sent) and marks the [`BodyReport`] the caller turns into a refusal.
-pub struct UploadBody {
-    inner: Either<Incoming, Full<Bytes>>,
-    sent: Arc<AtomicU64>,
-    /// Undoes the body's content codings so that the guard and the swap see its content
-    /// (the body is then forwarded decoded), in steps whose bytes and memory are taken
-    /// from the inspection budget (docs/reliability.md, "Compressed bodies").
-    decoding: Option<Box<Decoding>>,
-    guard: Option<GuardStream>,
-    swap: Option<BodySwap>,
-    /// Frames ready to go, in order (a chunk released in two pieces, held bytes before
-    /// trailers).
-    queue: VecDeque<Frame<Bytes>>,
-    /// The client's body has ended (its end is passed on once `queue` is empty).
-    ended: bool,
-    report: Arc<BodyReport>,
-}
-
-/// A request body being decoded.
-struct Decoding {
-    metered: Metered,
-    /// The last step wrote nothing: the decoder needs more input.
-    starved: bool,
-    /// The client's body has ended: the trailers that ended it, if any, follow the rest
-    /// of the decoded bytes.
-    ended: Option<Option<Frame<Bytes>>>,
-}
-
-impl UploadBody {
-    /// Wraps the client's streamed body, adding every relayed data byte to `sent`.
-    pub fn new(inner: Incoming, sent: Arc<AtomicU64>) -> Self {
-        Self::from_source(Either::Left(inner), sent)
-    }
-
-    /// A body already read into memory (an inspected MCP request), counted as
-    /// [`UploadBody::new`] counts.
-    pub fn buffered(bytes: Bytes, sent: Arc<AtomicU64>) -> Self {
-        Self::from_source(Either::Right(Full::new(bytes)), sent)
-    }
-
-    fn from_source(inner: Either<Incoming, Full<Bytes>>, sent: Arc<AtomicU64>) -> Self {
-        UploadBody {
-            inner,
-            sent,
-            decoding: None,
-            guard: None,
-            swap: None,
-            queue: VecDeque::new(),
-            ended: false,
-            report: Arc::default(),
-        }
-    }
-
-    /// Also decodes the body with `decoder` (its bytes and memory taken from `budget`),
-    /// searches it with `guard` and rewrites it through `swap`; returns the report they
-    /// fill.
-    pub(crate) fn inspecting(
-        mut self,
-        (decoder, budget): (Option<Decoder>, &Budget),
-        guard: Option<GuardStream>,
-        swap: Option<BodySwap>,
-    ) -> (Self, Arc<BodyReport>) {
-        self.decoding = decoder.map(|decoder| {
-            Box::new(Decoding {
-                metered: Metered::new(decoder, budget.clone()),
-                starved: true,
-                ended: None,
-            })
-        });
-        self.guard = guard;
-        self.swap = swap;
-        let report = self.report.clone();
-        (self, report)
-    }
-
-    /// Takes one chunk of the client's body: to the decoder, or searched and rewritten.
-    fn pass(&mut self, data: Bytes) -> Result<(), Trip> {
-        match self.decoding.as_mut() {
-            Some(decoding) => {
-                decoding.metered.decoder().feed(&data);
-                decoding.starved = false;
-                Ok(())
-            }
-            None => self.inspect(data),
-        }
-    }
-
-    /// The client's body has ended (with `trailers`, if any): the end passes once the
-    /// decoder has written all it holds.
-    fn end_input(&mut self, trailers: Option<Frame<Bytes>>) -> Result<(), Trip> {
-        match self.decoding.as_mut() {
-            Some(decoding) => {
-                decoding.metered.decoder().end_input();
-                decoding.starved = false;
-                decoding.ended = Some(trailers);
-                Ok(())
-            }
-            None => self.end_with(trailers),
-        }
-    }
-
-    /// Runs the decoder one step when it can go on without more input: `None` when it
-    /// needs input (the caller reads the client's body), or what to return at once.
-    fn decode_step(&mut self, cx: &mut Context<'_>) -> Option<UploadPoll> {
-        let decoding = self.decoding.as_mut()?;
-        if decoding.metered.is_finished() {
-            let trailers = decoding.ended.take().flatten();
-            self.decoding = None;
-            return self
-                .end_with(trailers)
-                .err()
-                .map(|tripped| self.trip(tripped));
-        }
-        if decoding.starved {
-            // Input ended and still nothing comes out: the coded stream is cut short.
-            return decoding
-                .ended
-                .is_some()
-                .then(|| self.trip(Trip::Undecodable));
-        }
-        let step = match decoding.metered.poll_step(cx) {
-            Poll::Pending => return Some(Poll::Pending),
-            Poll::Ready(Err(Stopped::Overloaded)) => return Some(self.trip(Trip::Overloaded)),
-            Poll::Ready(Err(Stopped::Undecodable)) => return Some(self.trip(Trip::Undecodable)),
-            Poll::Ready(Ok(step)) => step,
-        };
-        if step.is_empty() {
-            decoding.starved = true;
-            return None;
-        }
-        self.inspect(step).err().map(|tripped| self.trip(tripped))
-    }
-
-    /// Searches and rewrites one decoded chunk, queueing what may go.
-    fn inspect(&mut self, data: Bytes) -> Result<(), Trip> {
-        let (first, second) = match self.guard.as_mut() {
-            Some(guard) => {
-                let released = guard.push(data).map_err(Trip::Credential)?;
-                (released.first, released.second)
-            }
-            None => (data, Bytes::new()),
-        };
-        let Some(swap) = self.swap.as_mut() else {
-            self.queue_data(first);
-            self.queue_data(second);
-            return Ok(());
-        };
-        let mut out = swap.push(&first).map_err(|_| Trip::Surrogate)?;
-        out.extend(swap.push(&second).map_err(|_| Trip::Surrogate)?);
-        self.queue_data(Bytes::from(out));
-        Ok(())
-    }
-
-    /// The outbound guard on the trailers that end the body, before anything held back
-    /// is released: refused, the upstream never receives them.
-    fn check_trailers(&mut self, frame: &Frame<Bytes>) -> Result<(), Trip> {
-        match (self.guard.as_mut(), frame.trailers_ref()) {
-            (Some(guard), Some(trailers)) => {
-                guard.check_trailers(trailers).map_err(Trip::Credential)
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Ends the search: queues what was held back, then the `trailers` that ended the
-    /// body, and records what was found.
-    fn end_with(&mut self, trailers: Option<Frame<Bytes>>) -> Result<(), Trip> {
-        self.end()?;
-        self.ended = true;
-        self.queue.extend(trailers);
-        Ok(())
-    }
-
-    /// Ends the search: queues what was held back and records what was found.
-    fn end(&mut self) -> Result<(), Trip> {
-        let rest = match self.guard.take() {
-            Some(mut guard) => {
-                let rest = guard.finish().map_err(Trip::Credential)?;
-                self.report.set_logged(guard.logged());
-                rest
-            }
-            None => Bytes::new(),
-        };
-        let Some(mut swap) = self.swap.take() else {
-            self.queue_data(rest);
-            return Ok(());
-        };
-        let mut out = swap.push(&rest).map_err(|_| Trip::Surrogate)?;
-        out.extend(swap.finish().map_err(|_| Trip::Surrogate)?);
-        self.report.set_swapped(swap.swapped());
-        self.queue_data(Bytes::from(out));
-        Ok(())
-    }
-
-    fn queue_data(&mut self, data: Bytes) {
-        if !data.is_empty() {
-            self.queue.push_back(Frame::data(data));
-        }
-    }
-
-    fn trip(&mut self, tripped: Trip) -> UploadPoll {
-        self.queue.clear();
-        self.decoding = None;
-        self.guard = None;
-        self.swap = None;
-        self.ended = true;
-        let message = match tripped {
-            Trip::Credential(_) => {
-                "the request body carries a credential that may not go to this host"
-            }
-            Trip::Surrogate => "the request body carries a credential surrogate for another host",
-            Trip::Undecodable => {
-                "the request body's content coding cannot be undone within the bounds"
-            }
-            Trip::Overloaded => {
-                "the decoded request body did not fit in limits.buffer_memory in time"
-            }
-        };
-        self.report.trip(tripped);
-        Poll::Ready(Some(Err(message.into())))
-    }
-
-    /// Takes one frame from the client's body into the queue; `Some` when there is
-    /// something to return at once instead.
-    fn take_frame(&mut self, cx: &mut Context<'_>) -> Option<UploadPoll> {
-        let result = match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Pending => return Some(Poll::Pending),
-            Poll::Ready(Some(Err(e))) => return Some(Poll::Ready(Some(Err(e)))),
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => self.pass(data),
-                // Trailers end the body: searched like headers, then what was held back
-                // goes first (docs/security.md, "Outbound guard").
-                Err(trailers) => self
-                    .check_trailers(&trailers)
-                    .and_then(|()| self.end_input(Some(trailers))),
-            },
-            Poll::Ready(None) => self.end_input(None),
-        };
-        result.err().map(|tripped| self.trip(tripped))
-    }
-}
-
-impl Body for UploadBody {
-    type Data = Bytes;
-    type Error = UploadError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, UploadError>>> {
-        let this = self.get_mut();
-        loop {
-            if let Some(frame) = this.queue.pop_front() {
-                if let Some(data) = frame.data_ref() {
-                    this.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
-                }
-                return Poll::Ready(Some(Ok(frame)));
-            }
-            if this.ended {
-                return Poll::Ready(None);
-            }
-            if let Some(answer) = this.decode_step(cx) {
-                return answer;
-            }
-            if this
-                .decoding
-                .as_ref()
-                .is_some_and(|d| d.ended.is_some() || !d.starved)
-            {
-                // Decoding goes on (the queue or the end has something now).
-                continue;
-            }
-            if let Some(answer) = this.take_frame(cx) {
-                return answer;
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.queue.is_empty()
-            && (self.ended
-                || (self.decoding.is_none()
-                    && self.guard.is_none()
-                    && self.swap.is_none()
-                    && self.inner.is_end_stream()))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // The guard holds bytes back but never changes them; decoding and a swap may.
-        match (&self.decoding, &self.swap) {
-            (None, None) if !self.ended => self.inner.size_hint(),
-            _ => SizeHint::default(),
-        }
-    }
-}
-
 /// Whether `headers` declare a content coding other than identity in any of their
 /// `Content-Encoding` values (the body then cannot be scanned or scrubbed as it is):
 /// `identity` on one line and `gzip` on the next is a gzip body.
@@ -794,8 +485,9 @@ mod tests {
     use airlock_policy::model::{Secret, SecretSource};
     use http::header::CONTENT_ENCODING;
     use http::{HeaderMap, HeaderValue};
-    use http_body_util::StreamBody;
+    use http_body_util::{Full, StreamBody};
     use std::convert::Infallible;
+    use std::vec::IntoIter;
 
     const REAL: &str = "sk-unit-REAL-0123456789abcdef";
     const SURROGATE: &str = "surrogate-unit-0123456789abcd";
@@ -877,5 +569,134 @@ mod tests {
         let mut listed = http::HeaderMap::new();
         listed.insert(CONTENT_ENCODING, HeaderValue::from_static("identity, br"));
         assert!(is_encoded(&listed));
+    }
+
+    /// A body of `chunks`, each a data frame (no length known).
+    fn chunked(chunks: &[&[u8]]) -> StreamBody<futures_util::stream::Iter<IntoIter<FrameResult>>> {
+        let frames: Vec<FrameResult> = chunks
+            .iter()
+            .map(|chunk| Ok(Frame::data(Bytes::copy_from_slice(chunk))))
+            .collect();
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    type FrameResult = Result<Frame<Bytes>, Infallible>;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn gzip_decoder() -> Decoder {
+        let codings = [airlock_encoding::Coding::Gzip];
+        Decoder::new(&codings, airlock_encoding::Limits::default()).unwrap()
+    }
+
+    fn text_of(frames: &[Frame<Bytes>]) -> Vec<u8> {
+        frames
+            .iter()
+            .flat_map(|frame| frame.data_ref().expect("data").to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn a_coded_body_is_decoded_then_scrubbed_across_frames() {
+        let coded = gzip(format!("a {REAL} b {REAL}").as_bytes());
+        let (first, rest) = coded.split_at(coded.len() / 3);
+        let body = chunked(&[first, rest]);
+        let transform = Transform::Scrub(Some(Box::new(gzip_decoder())), scrubber().stream());
+        let streamed = Streamed::new(body, None, Some(transform));
+        assert_eq!(
+            streamed.declared, None,
+            "a decoded body has no declared length"
+        );
+        let out = drain(streamed);
+        assert_eq!(
+            text_of(&out),
+            format!("a {SURROGATE} b {SURROGATE}").as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_coded_body_that_does_not_decode_is_aborted_not_cut_short() {
+        let coded = gzip(b"the whole answer");
+        let cut = &coded[..coded.len() - 6];
+        let transform = Transform::Scrub(Some(Box::new(gzip_decoder())), scrubber().stream());
+        let mut streamed = Streamed::new(chunked(&[cut]), None, Some(transform));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut polls = 0;
+        let stop = loop {
+            polls += 1;
+            assert!(polls < 16, "the body never stopped");
+            match streamed.poll_next(&mut cx) {
+                Ok(Poll::Ready(Some(Ok(_)))) => {}
+                Ok(other) => panic!("the body ended without its abort: {:?}", other.is_ready()),
+                Err(stop) => break stop,
+            }
+        };
+        assert!(matches!(stop, Stop::Abort));
+        let Poll::Ready(Some(Err(error))) = stopped(stop) else {
+            panic!("an abort is an error for the client");
+        };
+        assert!(error.to_string().contains("does not decode"));
+        assert!(matches!(stopped(Stop::End), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn only_a_length_keeping_scrub_keeps_the_declared_length() {
+        let sized = || Full::new(Bytes::from_static(b"twelve bytes"));
+        let plain = Streamed::new(sized(), None, None);
+        assert_eq!(plain.declared, Some(12));
+        let kept = Streamed::new(
+            sized(),
+            None,
+            Some(Transform::Scrub(None, scrubber().stream())),
+        );
+        assert_eq!(kept.declared, Some(12), "same-length surrogates");
+        let secret = Secret {
+            surrogate: Some("short".to_owned()),
+            ..Secret::new("KEY", SecretSource::Env("KEY".to_owned()))
+        };
+        let shorter = Credentials::new(vec![(secret, REAL.to_owned())])
+            .unwrap()
+            .scrubber();
+        let changed = Streamed::new(
+            sized(),
+            None,
+            Some(Transform::Scrub(None, shorter.stream())),
+        );
+        assert_eq!(changed.declared, None);
+        assert_eq!(changed.size_hint().exact(), None, "no length is promised");
+    }
+
+    #[test]
+    fn a_real_value_split_over_many_frames_is_still_scrubbed() {
+        let text = format!("[{REAL}]");
+        let bytes: Vec<&[u8]> = text.as_bytes().chunks(1).collect();
+        let transform = Transform::Scrub(None, scrubber().stream());
+        let out = drain(Streamed::new(chunked(&bytes), None, Some(transform)));
+        assert_eq!(text_of(&out), format!("[{SURROGATE}]").as_bytes());
+    }
+
+    #[test]
+    fn a_body_built_in_memory_is_one_frame_then_its_end() {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut body = ProxyBody::full(Bytes::from_static(b"403"));
+        assert!(!body.is_upstream());
+        assert_eq!(body.size_hint().exact(), Some(3));
+        let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) else {
+            panic!("one frame");
+        };
+        assert_eq!(frame.into_data().unwrap(), "403");
+        assert!(body.is_end_stream());
+        assert!(matches!(
+            Pin::new(&mut body).poll_frame(&mut cx),
+            Poll::Ready(None)
+        ));
+        let mut empty = ProxyBody::full(Bytes::new());
+        assert!(empty.is_end_stream(), "an empty body is over at once");
+        assert!(empty.take_exchange(true).is_none());
     }
 }

@@ -14,8 +14,8 @@ use airlock_policy::model::Rule;
 use airlock_policy::{Decision, Reason};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap};
+use http_body::Body;
 use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
 
 use crate::body::content_decoder;
 use crate::budget::{Budget, Held, Overloaded};
@@ -42,9 +42,9 @@ impl From<Overloaded> for Unread {
 /// `Err`: `body_uninspectable` when it is over the limit (coded or decoded), cut short, or
 /// in a coding airlock cannot undo; `overloaded` when the budget has no room for it;
 /// [`Unread::Timeout`] past the deadline.
-pub(crate) async fn read_whole(
+pub(crate) async fn read_whole<B: Body<Data = Bytes> + Unpin>(
     headers: &mut HeaderMap,
-    body: &mut Incoming,
+    body: &mut B,
     budget: &Budget,
     deadline: Duration,
 ) -> Result<(Bytes, Held), Unread> {
@@ -85,8 +85,8 @@ pub(crate) async fn read_whole(
 /// Reads `body` to its end, at most [`airlock_mcp::BODY_LIMIT`] bytes, taking from `budget`
 /// every byte of buffer before it is allocated (`declared`: the announced length, taken
 /// up front); `body_uninspectable` when it is over the limit or cut short.
-pub(crate) async fn collect(
-    body: &mut Incoming,
+pub(crate) async fn collect<B: Body<Data = Bytes> + Unpin>(
+    body: &mut B,
     budget: &Budget,
     held: &mut Held,
     declared: Option<u64>,

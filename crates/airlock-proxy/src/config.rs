@@ -126,6 +126,9 @@ pub struct ProxyConfig {
     pub mode: Mode,
     /// The asks of `--mode ask` (shared with the admin API); unused in other modes.
     pub asks: Arc<Asks>,
+    /// The projected logins whose OAuth refreshes the proxy carries out (docs/secrets.md,
+    /// "Refreshes"); `None`: none.
+    pub refreshes: Option<Arc<crate::refresh::Refreshes>>,
 }
 
 impl ProxyConfig {
@@ -151,6 +154,7 @@ impl ProxyConfig {
                 crate::ask::DEFAULT_ASK_TIMEOUT,
                 airlock_policy::ask::DEFAULT_CAPACITY,
             )),
+            refreshes: None,
         }
     }
 }

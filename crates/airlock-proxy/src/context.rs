@@ -62,6 +62,8 @@ pub(crate) struct Shared {
     pub(crate) mode: Mode,
     /// The pending asks of ask mode.
     pub(crate) asks: Arc<Asks>,
+    /// The projected logins whose refreshes are carried out (`forward::refresh`).
+    pub(crate) refreshes: Option<Arc<crate::refresh::Refreshes>>,
     pub(crate) next_conn: AtomicU64,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The HTTP service of every intercepted connection and tunnel (`forward::serve`,

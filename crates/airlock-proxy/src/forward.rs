@@ -19,6 +19,7 @@ mod decide;
 mod identify;
 mod inspect;
 mod outbound;
+mod refresh;
 mod respond;
 
 use std::convert::Infallible;
@@ -117,6 +118,7 @@ async fn steps(
     };
     let (decision, asked) =
         decide::hold(&context.shared, decided.ask, key, decided.decision, process).await;
+    let refresh = refresh::pending(context, &seen.method, &destination.host, &seen.path);
     let mut line = seen.line_of(context);
     line.asked = asked;
     if !decision.is_allow() {
@@ -130,7 +132,10 @@ async fn steps(
         guard,
         logged,
     } = prepared;
-    let line = allowed_line(line, decision, decided.would, secrets, &logged);
+    let mut line = allowed_line(line, decision, decided.would, secrets, &logged);
+    if policy.policy().audit.traceparent {
+        line.trace = Some(crate::traceparent::apply(&mut parts.headers, line.id));
+    }
     let inspect::Body {
         body,
         mcp_guard,
@@ -144,6 +149,8 @@ async fn steps(
         &line,
     )
     .await?;
+    let (body, refresh, _refresh_held) =
+        refresh::screen(context, refresh, &mut parts.headers, body, &line).await?;
     let uri = outbound::target(context, &destination, &path_and_query, &line)?;
     let mut plan = outbound::Plan {
         uri,
@@ -157,6 +164,7 @@ async fn steps(
     let inspectors = respond::Inspectors {
         scrub: scrub.then(|| credentials.scrubber()),
         mcp_guard,
+        refresh,
     };
     // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
     let response = respond::forward(context, outbound, inspectors).await;

@@ -93,6 +93,8 @@ pub struct Line {
     /// The process behind a connection from a jail (`Some(None)`: not found, written as
     /// `"process":null`); `None` for connections from outside any jail.
     pub process: Option<airlock_process::Caller>,
+    /// The trace id sent upstream in `traceparent` ([`crate::traceparent`]).
+    pub trace: Option<String>,
 }
 
 impl Line {
@@ -126,6 +128,7 @@ impl Line {
             opened: false,
             audit_refused: false,
             process: None,
+            trace: None,
         }
     }
 
@@ -227,6 +230,7 @@ impl Line {
             credential: self.credential,
             phase: self.opened.then_some(Phase::Close),
             process: self.process,
+            trace: self.trace,
             ..AuditEvent::default()
         }
     }

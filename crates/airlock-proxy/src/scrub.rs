@@ -180,4 +180,32 @@ mod tests {
         assert!(!headers.contains_key("b"));
         assert_eq!(headers["c"], "4");
     }
+
+    #[test]
+    fn trailers_are_scrubbed_every_occurrence_and_every_value() {
+        let mut trailers = HeaderMap::new();
+        trailers.append("grpc-message", HeaderValue::from_str(REAL).unwrap());
+        let twice = format!("{REAL},{REAL}");
+        trailers.append("grpc-message", HeaderValue::from_str(&twice).unwrap());
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let lower = format!("k={LOWER_REAL}");
+        trailers.insert("x-lower", HeaderValue::from_str(&lower).unwrap());
+        scrub_headers(&scrubber(), &mut trailers);
+        let messages: Vec<String> = trailers
+            .get_all("grpc-message")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            messages,
+            [SURROGATE.to_owned(), format!("{SURROGATE},{SURROGATE}")]
+        );
+        assert_eq!(trailers["grpc-status"], "0");
+        let lower = trailers["x-lower"].to_str().unwrap();
+        assert!(
+            lower.starts_with("k=") && !lower.contains(LOWER_REAL),
+            "{lower}"
+        );
+        assert_eq!(trailers.len(), 4, "no value lost");
+    }
 }

@@ -87,6 +87,7 @@ impl Proxy {
             tunnel_refusal,
             mode,
             asks,
+            refreshes,
         } = config;
         // The policy's `limits` section in force at start (a reload does not change them).
         limits.apply_policy(&policy.load().policy().limits);
@@ -103,7 +104,9 @@ impl Proxy {
         let upstream = Arc::new(Upstream::new(policy.clone(), resolve, &upstream_cas)?);
         let client = upstream.client();
         let http1_client = upstream.http1_client();
-        warm_random();
+        // Seeds aws-lc and makes the run's leaf key off the request path, unless the
+        // session's preparation already started it (ca::prepare_leaf_key).
+        crate::ca::prepare_leaf_key();
         let intercept_tls = ca.server_config(client_alpn());
 
         // The head deadline is the clock's (head_clock.rs); hyper's timer is a backstop.
@@ -160,6 +163,7 @@ impl Proxy {
             tunnel_refusal,
             mode,
             asks,
+            refreshes,
             next_conn: AtomicU64::new(1),
             shutdown: shutdown_rx,
             serve_http: |context, request| Box::pin(forward::serve(context, request)),
@@ -341,25 +345,6 @@ async fn identified(
     match dialled {
         Some(dialled) => ConnCaller::look_up(identify, peer, dialled).await,
         None => ConnCaller::unknown(identify),
-    }
-}
-
-/// aws-lc seeds its random generator on first use, once per process, with CPU jitter
-/// entropy: 50–80 ms of CPU that otherwise lands inside the first client's TLS handshake
-/// (docs/benchmarks.md, "Start-up"). Drawn here on a thread of its own, so that the proxy
-/// listens at once and the first handshake finds the generator seeded.
-fn warm_random() {
-    let spawned = std::thread::Builder::new()
-        .name("airlock-rng-seed".into())
-        .spawn(|| {
-            let mut seed = [0u8; 16];
-            // A failure here is met again, and reported, by the handshake that needs it.
-            let _ = rustls::crypto::aws_lc_rs::default_provider()
-                .secure_random
-                .fill(&mut seed);
-        });
-    if let Err(error) = spawned {
-        tracing::debug!("cannot start the random-seeding thread: {error}");
     }
 }
 

@@ -12,42 +12,19 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use crate::CreateOptions;
 use crate::state::Sandboxes;
-use crate::{CreateOptions, Limits, ProviderKind};
 
-/// Everything a sandbox's daemon is started with.
+/// Everything a sandbox's daemon is started with: the state root and the creator's
+/// [`CreateOptions`] (owned, not copied field by field; [`CreateOptions::daemon_env`] is
+/// left out).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonConfig {
     /// The state root holding the sandbox's directory.
     pub root: PathBuf,
-    /// The sandbox's name (checked again by the daemon).
-    pub name: String,
-    /// Its provider.
-    pub provider: ProviderKind,
-    /// `[FORMAT:]FILE` policy sources (absolute).
-    pub policies: Vec<String>,
-    /// Allow-rule shorthands.
-    pub allows: Vec<String>,
-    /// Secret specs as given; real values are read by the daemon from its environment or
-    /// files.
-    pub secrets: Vec<String>,
-    /// `HOST:ADDR` upstream pins.
-    pub resolve: Vec<String>,
-    /// Upstream CA files (absolute).
-    pub upstream_cas: Vec<PathBuf>,
-    /// The image (docker provider).
-    pub image: Option<String>,
-    /// A repository (path or URL) cloned into the private workspace.
-    pub repo: Option<String>,
-    /// The task branch (default `airlock/<name>`).
-    pub branch: Option<String>,
-    /// Resource limits.
-    pub limits: Limits,
-    /// Report mode instead of enforce mode.
-    pub report: bool,
-    /// Rotate the sandbox's audit log beyond this many bytes.
-    pub audit_max_size: Option<u64>,
+    /// What the sandbox is created with (its name checked again when read).
+    pub options: CreateOptions,
 }
 
 impl DaemonConfig {
@@ -55,19 +32,10 @@ impl DaemonConfig {
     pub fn new(sandboxes: &Sandboxes, options: &CreateOptions) -> DaemonConfig {
         DaemonConfig {
             root: sandboxes.root().to_owned(),
-            name: options.name.to_string(),
-            provider: options.provider,
-            policies: options.policies.clone(),
-            allows: options.allows.clone(),
-            secrets: options.secrets.clone(),
-            resolve: options.resolve.clone(),
-            upstream_cas: options.upstream_cas.clone(),
-            image: options.image.clone(),
-            repo: options.repo.clone(),
-            branch: options.branch.clone(),
-            limits: options.limits.clone(),
-            report: options.report,
-            audit_max_size: options.audit_max_size,
+            options: CreateOptions {
+                daemon_env: Vec::new(),
+                ..options.clone()
+            },
         }
     }
 
@@ -125,10 +93,11 @@ mod tests {
         let read = DaemonConfig::read_from(&written[..]).expect("read");
         assert_eq!(read, config);
         assert_eq!(read.root, sandboxes.root());
-        assert_eq!(read.name, "task-1");
-        assert_eq!(read.provider, ProviderKind::Docker);
-        assert_eq!(read.limits.millicpus, Some(1500));
-        assert!(read.report);
+        assert_eq!(read.options.name.as_str(), "task-1");
+        assert_eq!(read.options.provider, ProviderKind::Docker);
+        assert_eq!(read.options.limits.millicpus, Some(1500));
+        assert!(read.options.report);
+        assert!(read.options.daemon_env.is_empty());
     }
 
     #[test]
@@ -155,5 +124,13 @@ mod tests {
         value["unknown"] = serde_json::Value::Bool(true);
         let text = value.to_string();
         assert!(DaemonConfig::read_from(text.as_bytes()).is_err());
+        let mut value =
+            serde_json::to_value(DaemonConfig::new(&sandboxes, &options())).expect("json");
+        value["options"]["unknown"] = serde_json::Value::Bool(true);
+        assert!(DaemonConfig::read_from(value.to_string().as_bytes()).is_err());
+        let mut value =
+            serde_json::to_value(DaemonConfig::new(&sandboxes, &options())).expect("json");
+        value["options"]["name"] = serde_json::Value::String("../other".into());
+        assert!(DaemonConfig::read_from(value.to_string().as_bytes()).is_err());
     }
 }

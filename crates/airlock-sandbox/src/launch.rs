@@ -36,8 +36,10 @@ pub struct Limits {
     pub pids: Option<u64>,
 }
 
-/// Everything a sandbox is created with.
-#[derive(Clone, Debug)]
+/// Everything a sandbox is created with. It is also what its daemon is started with
+/// ([`DaemonConfig::options`]): serialised whole except [`CreateOptions::daemon_env`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateOptions {
     /// The sandbox's name.
     pub name: SandboxName,
@@ -66,7 +68,9 @@ pub struct CreateOptions {
     pub report: bool,
     /// Variables added to the daemon's environment (which is otherwise this process's):
     /// where `--secret` real values are read from, `AIRLOCK_HOME`. The daemon keeps them
-    /// in memory only; commands in the sandbox never see them.
+    /// in memory only; commands in the sandbox never see them. Never serialised: it
+    /// reaches the daemon as its environment, not in its [`DaemonConfig`].
+    #[serde(skip)]
     pub daemon_env: Vec<(String, String)>,
     /// Rotate the sandbox's audit log beyond this many bytes (`--audit-max-size`).
     pub audit_max_size: Option<u64>,

@@ -4,8 +4,8 @@
 //!
 //! A sandbox is three things:
 //!
-//! * a **daemon**: one `airlock sandbox daemon` process per sandbox, detached from the
-//!   terminal, that holds the policy and the real secret values (in memory only), serves
+//! * a **daemon**: one `airlock sandbox daemon` process per sandbox (its code is the
+//!   `airlock-sandbox-daemon` crate), detached from the terminal, that holds the policy and the real secret values (in memory only), serves
 //!   the sandbox's only network (transparent proxy and DNS) and tears everything down when
 //!   it is told to stop or when the sandbox's processes disappear;
 //! * a **confinement** chosen by the [`Provider`]: [`LocalProvider`] keeps `airlock run`'s
@@ -14,6 +14,9 @@
 //!   capture (every address local, every port answered by airlock);
 //! * a **state directory** (`<root>/<name>/`, see [`state`]) that outlives every process:
 //!   the next command finds a crashed daemon or an orphaned container and cleans it.
+//!
+//! [`manage`] picks the provider a sandbox was made with and holds each management
+//! operation whole (create, remove, export), for the CLI and for orchestrators alike.
 //!
 //! Commands run with [`Provider::exec`]: their standard output and error come back as
 //! lines ([`ExecEvent`]), then the exit status and resource usage. Nothing here holds a real
@@ -50,6 +53,8 @@ pub mod exec;
 mod launch;
 #[cfg(target_os = "linux")]
 mod local;
+#[cfg(target_os = "linux")]
+pub mod manage;
 mod name;
 #[cfg(target_os = "linux")]
 pub mod reap;

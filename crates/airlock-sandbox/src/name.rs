@@ -4,7 +4,11 @@ use crate::SandboxError;
 
 /// A validated sandbox name: 1 to 63 characters of `a-z`, `0-9`, `-`, `_` and `.`,
 /// starting with a letter or digit (safe as a directory, a container name and a label).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Serialised as its text; deserialising checks it as [`SandboxName::parse`] does.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct SandboxName(String);
 
 impl SandboxName {
@@ -30,6 +34,20 @@ impl SandboxName {
     }
 }
 
+impl TryFrom<String> for SandboxName {
+    type Error = SandboxError;
+
+    fn try_from(text: String) -> Result<SandboxName, SandboxError> {
+        SandboxName::parse(&text)
+    }
+}
+
+impl From<SandboxName> for String {
+    fn from(name: SandboxName) -> String {
+        name.0
+    }
+}
+
 impl std::fmt::Display for SandboxName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -49,5 +67,13 @@ mod tests {
         for bad in ["", "-a", ".a", "A", "a/b", "..", "a b", "ä", long.as_str()] {
             assert!(SandboxName::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_deserialised_name_is_checked() {
+        let name: SandboxName = serde_json::from_str("\"task-1\"").expect("good");
+        assert_eq!(name.as_str(), "task-1");
+        assert_eq!(serde_json::to_string(&name).expect("json"), "\"task-1\"");
+        assert!(serde_json::from_str::<SandboxName>("\"../x\"").is_err());
     }
 }

@@ -63,12 +63,18 @@ pub struct SessionConfig {
     pub audit_max_size: Option<u64>,
     /// How audit lines are written: airlock's shape or OCSF (`--audit-format`).
     pub audit_format: airlock_audit::ocsf::Format,
+    /// Every audit line also exported over OTLP (`--audit-otlp`).
+    pub audit_otlp: Option<airlock_audit::otlp::Config>,
     /// How the command is confined.
     pub jail: JailMode,
     /// `enforce`, `report` or `ask`.
     pub mode: airlock_policy::mode::Mode,
     /// In ask mode, how long a held request waits for its answer.
     pub ask_timeout: Duration,
+    /// Project the user's credential files the policy turns on (the caller binds the
+    /// copies, [`crate::credential_files::CredentialFiles::binds`]); otherwise such files
+    /// are hidden.
+    pub project_credential_files: bool,
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 
 pub mod admin;
 pub mod config;
+pub mod credential_files;
+pub mod credential_writeback;
 pub mod env;
 pub mod fs_confine;
 mod fs_walk;
@@ -30,6 +32,8 @@ pub mod policy_reload;
 pub mod process_lookup;
 pub mod program_paths;
 pub mod quarantine;
+#[cfg(target_os = "linux")]
+pub mod replace_watch;
 pub mod rotation;
 pub mod run_socket;
 pub mod secret_sources;

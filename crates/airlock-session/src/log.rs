@@ -67,12 +67,13 @@ pub(crate) fn open_log(
     ca_dir: &Path,
     max_size: Option<u64>,
     format: airlock_audit::ocsf::Format,
+    export: Option<&airlock_audit::otlp::Config>,
 ) -> Result<(AuditLog, LogTarget), String> {
     let signing = airlock_audit::checkpoint::Signing::beside(ca_dir)?;
     let path = match dest {
         Some("-") => {
             let options = airlock_audit::LogOptions::default();
-            let audit = AuditLog::open_signed("-", options, signing, format)
+            let audit = AuditLog::open_exported(Some("-"), options, Some(signing), format, export)
                 .map_err(|e| format!("--log -: {e}"))?;
             return Ok((audit, LogTarget::Stdout));
         }
@@ -91,7 +92,7 @@ pub(crate) fn open_log(
         .to_str()
         .ok_or_else(|| format!("--log {}: not a UTF-8 path", path.display()))?;
     let options = airlock_audit::LogOptions { max_size };
-    let audit = AuditLog::open_signed(text, options, signing, format)
+    let audit = AuditLog::open_exported(Some(text), options, Some(signing), format, export)
         .map_err(|e| format!("--log {text}: {e}"))?;
     let start = std::fs::metadata(&path).map_or(0, |m| m.len());
     let path = std::fs::canonicalize(&path).unwrap_or(path);
@@ -151,6 +152,11 @@ fn count_refusals(text: &str) -> BTreeMap<String, u64> {
         if value.get("decision").and_then(|d| d.as_str()) != Some("deny") {
             continue;
         }
+        // Not requests: the end check's and the credential files' lines say themselves.
+        let kind = value.get("kind").and_then(|k| k.as_str());
+        if matches!(kind, Some("fs" | "credentials" | "policy" | "audit")) {
+            continue;
+        }
         let host = value
             .get("host")
             .or_else(|| value.get("name"))
@@ -182,6 +188,8 @@ mod tests {
             r#"{"kind":"dns","decision":"deny","name":"x.example"}"#,
             r#"{"kind":"mcp","decision":"deny","server":"fs","tool":"exec"}"#,
             r#"{"kind":"mcp","decision":"allow","server":"fs","tool":"read_file"}"#,
+            r#"{"kind":"credentials","decision":"deny","message":"copy changed"}"#,
+            r#"{"kind":"fs","decision":"deny","reason":"quarantined"}"#,
             "not json",
         ]
         .join("\n");

@@ -34,6 +34,8 @@ pub struct Session {
     pub airlock_hidden: Vec<airlock_policy::filesystem::Entry>,
     /// The audit log.
     pub audit: AuditLog,
+    /// The user's credential files projected with surrogates (or hidden) for this run.
+    pub credential_files: crate::credential_files::CredentialFiles,
     /// Where the audit log goes.
     log: LogTarget,
     /// The directory of the run's admin socket (hidden from the jail), or why there is none.
@@ -66,7 +68,20 @@ impl Secrets {
 impl Session {
     /// Reads and checks everything; returns the session and the proxy's configuration.
     pub fn prepare(config: &SessionConfig) -> Result<(Session, ProxyConfig), Vec<String>> {
-        let policy = config.sources.load()?;
+        // Seeds aws-lc and makes the leaf key meanwhile (docs/benchmarks.md, "Start-up").
+        ca::prepare_leaf_key();
+        let mut policy = config.sources.load()?;
+        let credential_files = crate::credential_files::CredentialFiles::for_session(
+            &mut policy,
+            config.project_credential_files,
+        )
+        .map_err(|e| vec![e])?;
+        if !config.project_credential_files
+            && let Some(profile) = config.sources.profile
+        {
+            // A sign-in file stands for the key only where it is projected.
+            profile.check_key(&policy).map_err(|e| vec![e])?;
+        }
         if config.sources.has_no_rules() {
             eprintln!(
                 "airlock: no --policy, no --allow, no ./airlock.yaml or ~/.config/airlock/policy.yaml \
@@ -78,7 +93,12 @@ impl Session {
         }
         let compiled = CompiledPolicy::compile(&policy).map_err(|e| vec![e.to_string()])?;
         let secrets = Secrets::read(&policy)?;
-        let surrogates = secrets.credentials.surrogates();
+        let surrogates: Vec<(String, String)> = secrets
+            .credentials
+            .surrogates()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with(airlock_credfiles::SECRET_PREFIX))
+            .collect();
 
         let mut errors = Vec::new();
         let resolve = config
@@ -100,6 +120,7 @@ impl Session {
             &ca_dir,
             config.audit_max_size,
             config.audit_format,
+            config.audit_otlp.as_ref(),
         )
         .map_err(|e| vec![e])?;
         if !errors.is_empty() {
@@ -123,6 +144,7 @@ impl Session {
             config.jail,
         );
         let mut airlock_hidden = airlock_paths(config, &policy, &ca_dir, &log);
+        airlock_hidden.extend(credential_files.hidden_entries());
         let run_dir = crate::run_socket::ensure_runtime_dir();
         if let Ok(dir) = &run_dir {
             airlock_hidden.push(airlock_policy::filesystem::Entry {
@@ -138,6 +160,11 @@ impl Session {
         proxy.limits.drain_timeout = crate::serve::DRAIN_TIMEOUT;
         proxy.mode = config.mode;
         proxy.asks = crate::sources::asks(config.ask_timeout);
+        proxy.refreshes = crate::credential_writeback::for_projected(
+            &credential_files.projected,
+            &audit,
+            &ca_dir,
+        );
         crate::sources::announce_mode(config.mode);
         let session = Session {
             policy,
@@ -146,6 +173,7 @@ impl Session {
             _bundle_dir: bundle_dir,
             airlock_hidden,
             audit,
+            credential_files,
             log,
             run_dir,
             sources: config.sources.clone(),

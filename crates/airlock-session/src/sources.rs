@@ -4,8 +4,8 @@
 
 use std::str::FromStr;
 
+use airlock_import::{self as import, SeedFormat};
 use airlock_policy::Policy;
-use airlock_policy::import::{self, SeedFormat};
 use airlock_policy::load;
 use airlock_policy::rule;
 
@@ -65,7 +65,9 @@ impl PolicySources {
             profile.add_to(&mut sources).map_err(|e| vec![e])?;
         }
         let policy = Policy::combine(sources).map_err(|e| vec![e.to_string()])?;
-        if let Some(profile) = self.profile {
+        if let Some(profile) = self.profile
+            && !crate::credential_files::login_present(&policy, profile.name)
+        {
             profile.check_key(&policy).map_err(|e| vec![e])?;
         }
         Ok(policy)

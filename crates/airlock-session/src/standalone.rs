@@ -30,6 +30,9 @@ pub struct StandaloneConfig {
     pub audit_max_size: Option<u64>,
     /// How audit lines are written: airlock's shape or OCSF (`--audit-format`).
     pub audit_format: airlock_audit::ocsf::Format,
+    /// Every audit line also exported over OTLP (`--audit-otlp`); without `--log`, no file
+    /// is kept.
+    pub audit_otlp: Option<airlock_audit::otlp::Config>,
     /// The CA certificate and key; `None`: the CA of `airlock ca path`, created if
     /// missing.
     pub ca: Option<(PathBuf, PathBuf)>,
@@ -48,6 +51,8 @@ pub struct StandaloneConfig {
 
 /// Reads and checks everything; returns the proxy's configuration or every error found.
 pub fn prepare(config: &StandaloneConfig) -> Result<ProxyConfig, Vec<String>> {
+    // Seeds aws-lc and makes the leaf key meanwhile (docs/benchmarks.md, "Start-up").
+    ca::prepare_leaf_key();
     let policy = config.sources.load()?;
     if config.sources.has_no_rules() {
         eprintln!("airlock: no --policy and no --allow: every request will be refused");
@@ -75,14 +80,29 @@ pub fn prepare(config: &StandaloneConfig) -> Result<ProxyConfig, Vec<String>> {
         max_size: config.audit_max_size,
     };
     let audit = match config.log.as_deref() {
+        None if config.audit_otlp.is_some() => AuditLog::open_exported(
+            None,
+            options,
+            None,
+            config.audit_format,
+            config.audit_otlp.as_ref(),
+        )
+        .map_err(|e| errors.push(e.to_string()))
+        .ok(),
         None if config.admin => AuditLog::discarding()
             .map_err(|e| errors.push(e.to_string()))
             .ok(),
         None => Some(AuditLog::disabled()),
         Some(dest) => signing_beside_ca(config.ca.as_ref())
             .and_then(|signing| {
-                AuditLog::open_signed(dest, options, signing, config.audit_format)
-                    .map_err(|e| e.to_string())
+                AuditLog::open_exported(
+                    Some(dest),
+                    options,
+                    Some(signing),
+                    config.audit_format,
+                    config.audit_otlp.as_ref(),
+                )
+                .map_err(|e| e.to_string())
             })
             .map_err(|e| errors.push(format!("--log {dest}: {e}")))
             .ok(),

@@ -13,6 +13,7 @@
 mod out;
 
 mod audit_cmd;
+mod audit_otlp_args;
 mod ca_cmd;
 mod completions_cmd;
 #[cfg(target_os = "linux")]
@@ -24,7 +25,6 @@ mod heap;
 mod init_cmd;
 mod logs_cmd;
 mod mcp_cmd;
-mod mcp_relay;
 mod policy_args;
 mod policy_cmd;
 mod policy_suggest;
@@ -35,8 +35,6 @@ mod run_cmd;
 #[cfg(target_os = "linux")]
 mod sandbox_cmd;
 #[cfg(target_os = "linux")]
-// Unsafe allowed in this module only: one dup2, under its SAFETY comment.
-#[allow(unsafe_code)]
 mod sandbox_daemon;
 mod watch_cmd;
 

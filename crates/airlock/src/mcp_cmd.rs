@@ -2,7 +2,7 @@
 //! flags, jail, proxy, filesystem confinement, audit log and exit statuses) and relays
 //! newline-delimited JSON-RPC between airlock's own standard input/output and the
 //! server's, under the policy's `mcp: - stdio: NAME` rule (docs/mcp.md). The decisions
-//! are `airlock_mcp::stdio`'s; the pump is [`crate::mcp_relay`].
+//! are `airlock_mcp::stdio`'s; the pump is [`airlock_mcp::relay`].
 //!
 //! Standard output carries the protocol, so `--log -` is refused; a server without a
 //! stdio rule is refused too (125, the server never starts): an MCP server wrapped by
@@ -85,7 +85,7 @@ impl Relay for StdioRelay {
                 self.server
             ));
         };
-        crate::mcp_relay::start(
+        airlock_mcp::relay::start(
             rule.clone(),
             self.server,
             session.audit.clone(),

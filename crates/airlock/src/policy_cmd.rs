@@ -8,9 +8,9 @@
 
 use std::process::ExitCode;
 
+use airlock_import::SeedFormat;
 use airlock_policy::canonical::CanonicalRequest;
 use airlock_policy::enforce::question_from_url;
-use airlock_policy::import::SeedFormat;
 use airlock_policy::{CompiledPolicy, Decision, emit};
 
 use airlock_session::sources::read_policy_source;
@@ -324,7 +324,7 @@ fn import(format: SeedFormat, file: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match airlock_policy::import::import(format, file, &text) {
+    match airlock_import::import(format, file, &text) {
         Ok(policy) => {
             out!("{}", emit::to_yaml(&policy));
             ExitCode::SUCCESS
@@ -373,16 +373,18 @@ fn explain_fs(selection: &PolicySelection, json: bool, path: &std::path::Path) -
     let absolute = normalise(&place.cwd.join(path));
     let target = std::fs::canonicalize(&absolute).unwrap_or(absolute);
     let access = rules.explain(&target);
+    let (word, why) = airlock_session::credential_files::explain(&policy, &place.home, &target)
+        .unwrap_or_else(|| (access.kind.word().to_owned(), access.why));
     if json {
         let value = serde_json::json!({
             "path": target,
-            "access": access.kind.word(),
-            "why": access.why,
+            "access": word,
+            "why": why,
         });
         outln!("{value}");
     } else {
-        outln!("{}: {}", target.display(), access.kind.word());
-        outln!("  why: {}", access.why);
+        outln!("{}: {word}", target.display());
+        outln!("  why: {why}");
     }
     ExitCode::SUCCESS
 }

@@ -37,13 +37,16 @@ pub struct ProxyArgs {
     pub log: Option<String>,
     /// Rotate the --log file before it grows beyond SIZE (`100M`, `1G`, bytes): FILE.1 ...
     /// FILE.5 keep the previous ones.
-    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_policy::size::parse_size)]
     pub audit_max_size: Option<u64>,
     /// How audit lines are written: `airlock` (docs/contract.md §5) or `ocsf` (OCSF 1.2.0
     /// events; docs/operations.md, "OCSF lines").
     #[arg(long = "audit-format", value_name = "FORMAT", default_value = "airlock",
           value_parser = airlock_audit::ocsf::Format::parse)]
     pub audit_format: airlock_audit::ocsf::Format,
+    /// `--audit-otlp` and its companions.
+    #[command(flatten)]
+    pub otlp: crate::audit_otlp_args::OtlpArgs,
     /// CA certificate signing interception certificates (with --ca-key); default: the
     /// CA of `airlock ca path`, created if missing.
     #[arg(long, value_name = "F", requires = "ca_key")]
@@ -182,6 +185,7 @@ impl ProxyArgs {
             log: self.log.clone(),
             audit_max_size: self.audit_max_size,
             audit_format: self.audit_format,
+            audit_otlp: self.otlp.config(),
             ca: self.ca_cert.clone().zip(self.ca_key.clone()),
             surrogates_out: self.surrogates_out.clone(),
             transparent: !self.transparent.is_empty(),

@@ -29,7 +29,9 @@
 //! system (the rest of the tree stays visible, read-write as the user).
 //!
 //! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
-//! executed / is not found; 125 for any failure of airlock itself. In namespace mode the
+//! executed / is not found; 125 for any failure of airlock itself, and when airlock stopped
+//! the jail because a projected credential file was replaced on the host
+//! ([`airlock_session::replace_watch`]). In namespace mode the
 //! command has a session of its own and, when airlock runs on a terminal, a pseudo-terminal
 //! relayed here ([`airlock_jail::Terminal`]: raw mode, window size changes passed on);
 //! `SIGINT`, `SIGTERM` and `SIGHUP` that reach airlock are forwarded to it. In env mode the
@@ -110,13 +112,16 @@ pub struct RunArgs {
     /// Rotate the audit log file before it grows beyond SIZE (`100M`, `1G`, bytes):
     /// FILE.1 ... FILE.5 keep the previous ones. A `--log` file's directory is then hidden
     /// from the command like the file itself.
-    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_policy::size::parse_size)]
     pub audit_max_size: Option<u64>,
     /// How audit lines are written: `airlock` (docs/contract.md §5) or `ocsf` (OCSF 1.2.0
     /// events; docs/operations.md, "OCSF lines").
     #[arg(long = "audit-format", value_name = "FORMAT", default_value = "airlock",
           value_parser = airlock_audit::ocsf::Format::parse)]
     pub audit_format: airlock_audit::ocsf::Format,
+    /// `--audit-otlp` and its companions.
+    #[command(flatten)]
+    pub otlp: crate::audit_otlp_args::OtlpArgs,
     /// How the command is confined.
     #[arg(long, value_enum, default_value_t = JailMode::Auto)]
     pub jail: JailMode,
@@ -238,7 +243,10 @@ impl RunArgs {
             log: self.log.clone(),
             audit_max_size: self.audit_max_size,
             audit_format: self.audit_format,
+            audit_otlp: self.otlp.config(),
             jail: effective_mode(self.jail),
+            project_credential_files: effective_mode(self.jail)
+                == airlock_session::JailMode::Namespace,
             mode: self.mode,
             ask_timeout: self.ask_timeout,
         }
@@ -262,7 +270,12 @@ async fn run_session(args: RunArgs, relay: Option<Box<dyn Relay>>) -> Result<i32
         }
     };
     guard.finish();
+    session.credential_files.audit_changes(&session.audit);
     session.audit.flush();
+    // The process may end before the log's last handle goes: the export's bounded flush.
+    session
+        .audit
+        .wait_exported(airlock_audit::otlp::SHUTDOWN_FLUSH);
     session.print_summary();
     status
 }
@@ -402,7 +415,11 @@ fn plan_jail(
         tcp_ports: session.tcp_ports(),
         hide_paths: fs.hidden,
         hide_if_present: airlock_session::host_sockets::scan(),
-        bind_files: airlock_session::env::bundle_binds(&session.bundle),
+        bind_files: [
+            airlock_session::env::bundle_binds(&session.bundle),
+            session.credential_files.binds(),
+        ]
+        .concat(),
         filesystem: Some(fs.confinement),
         stdio: None,
         terminal: None,
@@ -451,6 +468,15 @@ async fn run_namespace(
     };
     spec.terminal = terminal.as_ref().map(airlock_jail::Terminal::for_jail);
     let relay_task = Relaying::attach(relaying, &mut spec);
+    // A projected credential file replaced on the host stops the run (docs/secrets.md).
+    let projected: Vec<PathBuf> = session
+        .credential_files
+        .binds()
+        .into_iter()
+        .map(|(_, host)| host)
+        .collect();
+    let replaced = airlock_session::replace_watch::ReplaceWatch::start(&projected, &session.audit)
+        .map_err(RunError::Confine)?;
     // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {
@@ -459,6 +485,12 @@ async fn run_namespace(
         Ok(Err(e)) => return Err(RunError::JailSetup(e)),
         Err(e) => return Err(RunError::Launcher(e)),
     };
+    if let Some(watch) = &replaced {
+        let killer = jail.signaller();
+        watch.on_replaced(move || {
+            let _ = killer.signal(Signal::SIGKILL as i32);
+        });
+    }
     if let Err(why) = jail.catch_all() {
         eprintln!(
             "airlock: note: {why}: inside, a connection to a port no rule names is refused \
@@ -517,6 +549,11 @@ async fn run_namespace(
         Ok(Ok(exit)) => Ok(exit.shell_status()),
         Ok(Err(e)) => Err(RunError::jail(e, &args.command)),
         Err(e) => Err(RunError::Jailed(e)),
+    };
+    // Stopped by airlock (the message is said): 125.
+    let status = match replaced.and_then(|watch| watch.replaced()) {
+        Some(_) => Ok(i32::from(SETUP_FAILED)),
+        None => status,
     };
     if status.as_ref().is_ok_and(|code| *code != 0) {
         note_hidden_temporary_paths(&args.command, &plan.cwd);

@@ -1,5 +1,6 @@
 //! `airlock sandbox ...`: named, long-lived sandboxes for orchestrators (create, exec with
-//! streamed output, ls, rm, export), built on the `airlock-sandbox` crate.
+//! streamed output, ls, rm, export): the flags, and the output of what
+//! `airlock_sandbox::manage` does (the daemon is `airlock-sandbox-daemon`'s).
 //!
 //! Every subcommand first cleans what a crash left behind (a container whose daemon is
 //! gone). Exit statuses: `exec` returns the command's status (124 on `--timeout`); every
@@ -15,11 +16,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use airlock_sandbox::reap::{Scan, reap};
+use airlock_sandbox::manage::{self, Exported};
+use airlock_sandbox::reap::Scan;
 use airlock_sandbox::state::SandboxState;
 use airlock_sandbox::{
-    CreateOptions, DockerProvider, ExecEvent, ExecRequest, Health, Limits, LocalProvider, Provider,
-    ProviderKind, SandboxError, SandboxName, Sandboxes, workspace,
+    CreateOptions, ExecEvent, ExecRequest, Health, Limits, ProviderKind, SandboxError, SandboxName,
+    Sandboxes, workspace,
 };
 
 use crate::policy_args::PolicyArgs;
@@ -27,11 +29,28 @@ use airlock_session::serve::Signals;
 
 use crate::error::{Error, SETUP_FAILED};
 use crate::run_cmd::UpstreamArgs;
-use crate::sandbox_daemon::ProviderArg;
 
 /// The version of the `--json` line protocol of `exec` and `ls`, carried by `exec`'s
 /// exit report and by every `ls` line as `"protocol"`.
 pub const PROTOCOL: u32 = 1;
+
+/// `--provider` on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderArg {
+    /// Linux namespaces.
+    Local,
+    /// A Docker (or Podman) container.
+    Docker,
+}
+
+impl From<ProviderArg> for ProviderKind {
+    fn from(arg: ProviderArg) -> ProviderKind {
+        match arg {
+            ProviderArg::Local => ProviderKind::Local,
+            ProviderArg::Docker => ProviderKind::Docker,
+        }
+    }
+}
 
 /// `airlock sandbox` subcommands.
 #[derive(clap::Subcommand)]
@@ -92,7 +111,7 @@ pub struct CreateArgs {
     mode: airlock_policy::mode::Mode,
     /// Rotate the sandbox's audit log before it grows beyond SIZE (`100M`, `1G`, bytes):
     /// audit.jsonl.1 ... audit.jsonl.5 keep the previous ones.
-    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_audit::parse_size)]
+    #[arg(long = "audit-max-size", value_name = "SIZE", value_parser = airlock_policy::size::parse_size)]
     audit_max_size: Option<u64>,
 }
 
@@ -173,30 +192,18 @@ pub fn run(command: SandboxCommand) -> Result<ExitCode, Error> {
 /// The state root and this binary, after cleaning what crashed daemons left (`scan`: how
 /// far to look; see [`airlock_sandbox::reap`]).
 fn sandboxes(scan: Scan) -> Result<Sandboxes, SandboxError> {
-    let exe = std::env::current_exe().map_err(|source| SandboxError::Spawn {
-        what: "airlock (finding its own binary)".into(),
-        source,
-    })?;
-    let root = airlock_sandbox::state::default_root()?;
-    let sandboxes = Sandboxes::open(root, exe)?;
-    for line in reap(&sandboxes, scan) {
+    let (sandboxes, removed) = manage::open_current(scan)?;
+    for line in removed {
         eprintln!("airlock: {line}");
     }
     Ok(sandboxes)
-}
-
-/// The provider a sandbox was made with.
-fn provider_for(sandboxes: &Sandboxes, kind: ProviderKind) -> Box<dyn Provider> {
-    match kind {
-        ProviderKind::Local => Box::new(LocalProvider::new(sandboxes.clone())),
-        ProviderKind::Docker => Box::new(DockerProvider::new(sandboxes.clone())),
-    }
 }
 
 fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
     let sandboxes = sandboxes(Scan::Engine)?;
     let name = SandboxName::parse(&args.name)?;
     let kind = ProviderKind::from(args.provider);
+    // Refused before the mode is announced (`manage::create` checks again).
     if sandboxes.exists(&name) {
         return Err(SandboxError::Exists(name.to_string()));
     }
@@ -243,8 +250,7 @@ fn create(args: CreateArgs) -> Result<ExitCode, SandboxError> {
         millicpus: args.cpus.map(|cpus| (cpus * 1000.0).round() as u64),
         pids: args.pids,
     };
-    provider_for(&sandboxes, kind).ensure_running(&options)?;
-    let state = sandboxes.load(&name)?;
+    let state = manage::create(&sandboxes, &options)?;
     eprintln!(
         "airlock: sandbox {name} is running ({} provider); work directory {}",
         kind.as_str(),
@@ -300,7 +306,7 @@ fn exec(args: ExecArgs) -> Result<ExitCode, SandboxError> {
             source,
         })?
     };
-    let events = provider_for(&sandboxes, state.provider).exec(&name, request)?;
+    let events = manage::provider(state.provider, &sandboxes).exec(&name, request)?;
     let canceller = events.canceller();
     std::thread::spawn(move || {
         runtime.block_on(signals.any());
@@ -393,15 +399,7 @@ fn rm(args: &RmArgs) -> Result<ExitCode, SandboxError> {
     let sandboxes = sandboxes(Scan::Engine)?;
     let mut failed = false;
     for text in &args.names {
-        let result = SandboxName::parse(text).and_then(|name| {
-            if !sandboxes.exists(&name) {
-                return Err(SandboxError::NotFound(name.to_string()));
-            }
-            let kind = sandboxes
-                .load(&name)
-                .map_or(ProviderKind::Local, |s| s.provider);
-            provider_for(&sandboxes, kind).teardown(&name)
-        });
+        let result = SandboxName::parse(text).and_then(|name| manage::remove(&sandboxes, &name));
         if let Err(error) = result {
             eprintln!("airlock: {error}");
             failed = true;
@@ -417,24 +415,13 @@ fn rm(args: &RmArgs) -> Result<ExitCode, SandboxError> {
 fn export(args: &ExportArgs) -> Result<ExitCode, SandboxError> {
     let sandboxes = sandboxes(Scan::Recorded)?;
     let name = SandboxName::parse(&args.name)?;
-    let state = sandboxes.load(&name)?;
-    let Some(record) = &state.workspace else {
-        return Err(SandboxError::Unsupported(format!(
-            "sandbox {name} has no repository (create it with --repo)"
-        )));
-    };
-    let branch = args.branch.clone().unwrap_or_else(|| record.branch.clone());
-    let target = match &args.to {
-        Some(path) => path.clone(),
-        None if workspace::is_local_source(&record.source) => PathBuf::from(&record.source),
-        None => {
-            return Err(SandboxError::Unsupported(format!(
-                "sandbox {name} was cloned from {}: name the repository to export into with --to",
-                record.source
-            )));
-        }
-    };
-    workspace::export(&record.bare_on_host, &branch, &target, args.force)?;
+    let Exported { branch, target } = manage::export(
+        &sandboxes,
+        &name,
+        args.branch.as_deref(),
+        args.to.clone(),
+        args.force,
+    )?;
     eprintln!(
         "airlock: branch {branch} of sandbox {name} exported into {}",
         target.display()

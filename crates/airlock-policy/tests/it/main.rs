@@ -5,13 +5,7 @@
 mod canonical_host;
 mod canonical_path;
 mod dlp;
-mod import_airut;
-mod import_airut_fnmatch;
 mod import_emit_round_trip;
-mod import_sandbox0;
-mod import_secrets_proxy;
-mod import_support;
-mod import_trustyclaw;
 mod json_deny;
 mod limits;
 mod load_errors;

@@ -1,10 +1,10 @@
 //! Provider bundles (`providers:`): expansion into allow rules with `providers.NAME[i]`
 //! ids, the web-tool guards on the API host, the account-pin requirement, located errors,
-//! combining sources, and the trustyclaw importer expanding the same bundles.
+//! and combining sources (the trustyclaw importer's use of the same bundles is tested in
+//! `airlock-import`).
 
 use airlock_policy::CompiledPolicy;
 use airlock_policy::canonical::{CanonicalRequest, canonical_host};
-use airlock_policy::import::trustyclaw;
 use airlock_policy::json_deny::glob_matches;
 use airlock_policy::load::{LoadError, load_str};
 use airlock_policy::model::{HostPattern, Policy, Target};
@@ -342,29 +342,6 @@ fn combined_sources_keep_every_guard() {
         Some("a.yaml:providers.openai[0]")
     );
     assert_eq!(guard_ids(&compiled, &post), ["b.yaml:providers.openai[0]"]);
-}
-
-#[test]
-fn trustyclaw_import_uses_the_same_bundles() {
-    let policy = trustyclaw::import(
-        "t.json",
-        r#"{"managed_ai_provider_network_access": {"openai": true, "claude": true}, "allowed_network_access": {}}"#,
-    )
-    .unwrap();
-    let hosts: Vec<_> = policy
-        .network
-        .allow
-        .iter()
-        .map(|rule| match &rule.target {
-            Target::Host(HostPattern::Exact(host)) => host.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    let bundled: Vec<_> = [Provider::OpenAi, Provider::Anthropic]
-        .iter()
-        .flat_map(|p| p.bundle().iter().map(|b| b.host.to_owned()))
-        .collect();
-    assert_eq!(hosts, bundled);
 }
 
 #[test]

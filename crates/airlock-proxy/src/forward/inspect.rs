@@ -4,6 +4,8 @@
 //! sent, then checked; an MCP call is decided and may be answered here. Every other body
 //! streams (its inspectors are set up by the *outbound* step).
 
+use std::time::Duration;
+
 use airlock_policy::model::{McpRule, Rule};
 use airlock_policy::{Decision, Reason};
 use bytes::Bytes;
@@ -13,7 +15,7 @@ use hyper::body::Incoming;
 
 use super::answer::{self, Answered};
 use crate::body_guard::{self, Unread};
-use crate::budget::Held;
+use crate::budget::{Budget, Held};
 use crate::context::ConnContext;
 use crate::identity::Destination;
 use crate::mcp::{self, Inspected};
@@ -39,7 +41,7 @@ pub(super) async fn request_body(
     body: Incoming,
     line: &Line,
 ) -> Result<Body, Answered> {
-    if mcp_rule.is_none() && guards.is_empty() {
+    if !reads_whole(mcp_rule.is_some(), guards) {
         return Ok(Body {
             body: Either::Left(body),
             mcp_guard: None,
@@ -69,6 +71,24 @@ pub(super) async fn request_body(
     }
 }
 
+/// Whether the body must be read whole: an MCP rule (`mcp`) or a `json_deny` guard needs
+/// it; every other body streams.
+fn reads_whole(mcp: bool, guards: &[&Rule]) -> bool {
+    mcp || !guards.is_empty()
+}
+
+/// Why a body read whole is not sent on: each is its own answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Unsent {
+    /// Not complete within the body timeout: the 408, audited as `body_uninspectable` by
+    /// this rule.
+    Timeout(Option<String>),
+    /// No room in the budget: the 503 `overloaded`, while the rest of the body drains.
+    Overloaded(Decision),
+    /// The 403: a guard matched, or the body cannot be inspected.
+    Refused(Decision),
+}
+
 /// Reads the body whole (within the body timeout, its bytes taken from the budget) and
 /// checks it against `guards`; `Err` is the answer already audited: 403, 408
 /// `request_timeout` or 503 `overloaded`.
@@ -80,24 +100,46 @@ async fn read_checked(
     line: &Line,
 ) -> Result<(Bytes, Held), Answered> {
     let shared = &context.shared;
+    let within = (&shared.budget, shared.limits.body_timeout);
+    let read = read_and_check(headers, &mut body, guards, line.rule.as_deref(), within).await;
+    match read {
+        Ok(read) => Ok(read),
+        Err(Unsent::Timeout(rule)) => Err(answer::refuse_timeout(context, rule, line.clone())),
+        Err(Unsent::Overloaded(decision)) => {
+            let response = answer::refuse_line(context, decision, line.clone());
+            Err(answer::after_draining(body, response))
+        }
+        Err(Unsent::Refused(decision)) => Err(answer::refuse_line(context, decision, line.clone())),
+    }
+}
+
+/// The decision of [`read_checked`], without its answers: the body read whole from
+/// `budget` within `timeout`, then checked against `guards`. A refusal names the first
+/// guarded rule, or `line_rule` (the request's allow rule) when there is none (an MCP
+/// call's body).
+async fn read_and_check<B: http_body::Body<Data = Bytes> + Unpin>(
+    headers: &mut HeaderMap,
+    body: &mut B,
+    guards: &[&Rule],
+    line_rule: Option<&str>,
+    (budget, timeout): (&Budget, Duration),
+) -> Result<(Bytes, Held), Unsent> {
     let rule = guards
         .first()
         .map(|rule| rule.id.clone())
-        .or_else(|| line.rule.clone());
-    let timeout = shared.limits.body_timeout;
-    let read = body_guard::read_whole(headers, &mut body, &shared.budget, timeout).await;
-    let refusal = match read {
+        .or_else(|| line_rule.map(str::to_owned));
+    match body_guard::read_whole(headers, body, budget, timeout).await {
         Ok((bytes, held)) => match body_guard::check(&bytes, guards) {
-            Ok(()) => return Ok((bytes, held)),
-            Err(decision) => decision,
+            Ok(()) => Ok((bytes, held)),
+            Err(decision) => Err(Unsent::Refused(decision)),
         },
-        Err(Unread::Timeout) => return Err(answer::refuse_timeout(context, rule, line.clone())),
+        Err(Unread::Timeout) => Err(Unsent::Timeout(rule)),
         Err(Unread::Refused(Reason::Overloaded)) => {
-            let decision = Decision::deny(Reason::Overloaded, rule);
-            let response = answer::refuse_line(context, decision, line.clone());
-            return Err(answer::after_draining(body, response));
+            Err(Unsent::Overloaded(Decision::deny(Reason::Overloaded, rule)))
         }
-        Err(Unread::Refused(reason)) => Decision::deny(reason, rule),
-    };
-    Err(answer::refuse_line(context, refusal, line.clone()))
+        Err(Unread::Refused(reason)) => Err(Unsent::Refused(Decision::deny(reason, rule))),
+    }
 }
+
+#[cfg(test)]
+mod tests;

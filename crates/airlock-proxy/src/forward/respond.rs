@@ -7,10 +7,11 @@
 
 use std::error::Error as StdError;
 
+use airlock_encoding::Decoder;
 use airlock_encoding::Limits;
 use airlock_policy::{Decision, Reason};
-use http::header;
-use http::{Response, StatusCode};
+use http::response::Parts;
+use http::{HeaderMap, Response, StatusCode, header};
 use hyper::body::Incoming;
 
 use super::answer::Answered;
@@ -18,7 +19,7 @@ use super::outbound::{self, Outbound, Upgrade};
 use crate::body::{ProxyBody, content_decoder};
 use crate::context::ConnContext;
 use crate::mcp::{self, McpGuard};
-use crate::record::{Exchange, Trip};
+use crate::record::{BodyReport, Exchange, Trip};
 use crate::refusal;
 use crate::scrub::scrub_head;
 use crate::upstream::DialError;
@@ -41,6 +42,8 @@ pub(super) struct Inspectors {
     pub(super) scrub: Option<Scrubber>,
     /// The MCP call's guard, which filters the response.
     pub(super) mcp_guard: Option<Box<McpGuard>>,
+    /// A POST to a watched token endpoint ([`super::refresh`]).
+    pub(super) refresh: Option<super::refresh::Pending>,
 }
 
 /// Sends `outbound` and answers with its (inspected) response.
@@ -63,22 +66,36 @@ pub(super) async fn forward(
     };
     let response = match client.request(request).await {
         Ok(response) => response,
-        Err(_) if body_report.as_ref().is_some_and(|report| report.tripped()) => {
-            let cause = body_report.as_ref().and_then(|report| report.cause());
-            let reason = cause
-                .as_ref()
-                .map_or(Reason::SecretOutOfScope, Trip::reason);
-            exchange.note_credential(cause.as_ref().and_then(Trip::finding));
-            return refusal::refuse_exchange(&mut exchange, Decision::deny(reason, None));
-        }
-        Err(error) => return upstream_failed(exchange, &error),
+        Err(error) => match body_refusal(body_report.as_deref()) {
+            Some((decision, cause)) => {
+                exchange.note_credential(cause.as_ref().and_then(Trip::finding));
+                return refusal::refuse_exchange(&mut exchange, decision);
+            }
+            None => return upstream_failed(exchange, &error),
+        },
     };
     exchange.set_status(response.status().as_u16());
-    if let Some(upgrade) = upgrade
-        && response.status() == StatusCode::SWITCHING_PROTOCOLS
+    if switched(upgrade.is_some(), response.status())
+        && let Some(upgrade) = upgrade
     {
         return relay_upgrade(context, upgrade, response, exchange, inspectors.scrub);
     }
+    let mut inspectors = inspectors;
+    let (response, exchange) = match inspectors.refresh.take() {
+        Some(pending) => {
+            let report = body_report.as_deref();
+            // Boxed: only a refresh waits here (docs/benchmarks.md, future sizes).
+            match Box::pin(super::refresh::respond(
+                context, pending, response, exchange, report,
+            ))
+            .await
+            {
+                Ok(answered) => return answered,
+                Err(untouched) => untouched,
+            }
+        }
+        None => (response, exchange),
+    };
     respond(context, response, exchange, inspectors).await
 }
 
@@ -90,7 +107,7 @@ fn relay_upgrade(
     mut exchange: Exchange,
     scrub: Option<Scrubber>,
 ) -> Answered {
-    if upgrade.checked && websocket::negotiated_extension(response.headers()) {
+    if extension_unchecked(upgrade.checked, response.headers()) {
         exchange.set_status(502);
         return refusal::bad_gateway(
             "the upstream accepted the WebSocket with an extension airlock did not offer; \
@@ -125,10 +142,7 @@ async fn respond(
     // 1xx heads never reach this point: hyper's client reads past them (docs/secrets.md).
     let scrubber = inspectors.scrub;
     let (mut parts, body) = response.into_parts();
-    outbound::strip_hop_by_hop(&mut parts.headers, false);
-    if let Some(scrubber) = &scrubber {
-        scrub_head(scrubber, &mut parts);
-    }
+    clean_head(&mut parts, scrubber.as_ref());
     let (mut parts, body, mut exchange) = match inspectors.mcp_guard {
         None => (parts, body, exchange),
         Some(guard) => {
@@ -144,23 +158,75 @@ async fn respond(
     let Some(scrubber) = scrubber else {
         return Response::from_parts(parts, ProxyBody::upstream(body, exchange));
     };
-    // Asked for identity and got a coded body anyway: it is decoded to be scrubbed and
-    // passed on decoded; a coding airlock cannot undo is not passed on.
-    let Ok(decoder) = content_decoder(&mut parts.headers, true, RESPONSE_DECODING) else {
+    let Ok(decoder) = scrub_plan(&mut parts.headers, &scrubber) else {
         exchange.set_status(502);
-        return refusal::bad_gateway(
-            "the upstream sent a response from a secret's host in a content coding airlock \
-             cannot decode; it cannot be scrubbed of the real credential, so it is not \
-             passed on",
-        );
+        return refusal::bad_gateway(UNDECODABLE);
     };
-    if !scrubber.preserves_length() {
-        parts.headers.remove(header::CONTENT_LENGTH);
-    }
     Response::from_parts(
         parts,
         ProxyBody::scrubbed(body, exchange, decoder, scrubber.stream()),
     )
+}
+
+/// The 502's message for a response from a secret's host in a coding airlock cannot undo.
+const UNDECODABLE: &str = "the upstream sent a response from a secret's host in a content \
+                           coding airlock cannot decode; it cannot be scrubbed of the real \
+                           credential, so it is not passed on";
+
+/// The refusal of a request whose body its inspectors stopped (the upload was abandoned,
+/// which is why the upstream failed), with the trip for the audit line; `None` when the
+/// body was not stopped.
+fn body_refusal(report: Option<&BodyReport>) -> Option<(Decision, Option<Trip>)> {
+    let report = report.filter(|report| report.tripped())?;
+    let cause = report.cause();
+    let reason = cause
+        .as_ref()
+        .map_or(Reason::SecretOutOfScope, Trip::reason);
+    Some((Decision::deny(reason, None), cause))
+}
+
+/// Whether the response switches protocols for a request that asked to (`asked`): only
+/// then is it relayed as an upgrade; any other 101 is answered as a response is.
+fn switched(asked: bool, status: StatusCode) -> bool {
+    asked && status == StatusCode::SWITCHING_PROTOCOLS
+}
+
+/// Whether a switched WebSocket whose messages must be checked (`checked`) came back
+/// with an extension airlock did not offer (its messages could not be read): a 502.
+fn extension_unchecked(checked: bool, headers: &HeaderMap) -> bool {
+    checked && websocket::negotiated_extension(headers)
+}
+
+/// The head of a response that was not upgraded, before any filter: hop-by-hop headers
+/// go, and from a secret's host (`scrubber`) every header value and the reason phrase are
+/// scrubbed. 1xx heads never reach this point: hyper's client reads past them
+/// (docs/secrets.md).
+fn clean_head(parts: &mut Parts, scrubber: Option<&Scrubber>) {
+    outbound::strip_hop_by_hop(&mut parts.headers, false);
+    if let Some(scrubber) = scrubber {
+        scrub_head(scrubber, parts);
+    }
+}
+
+/// How the body of a response from a secret's host is scrubbed: asked for identity and
+/// sent a coded body anyway, it is decoded (the decoder) and passed on decoded; its
+/// `Content-Length` goes when scrubbing may change the length. `Err` for a coding airlock
+/// cannot undo: not passed on.
+fn scrub_plan(headers: &mut HeaderMap, scrubber: &Scrubber) -> Result<Option<Decoder>, ()> {
+    let decoder = content_decoder(headers, true, RESPONSE_DECODING)?;
+    if !scrubber.preserves_length() {
+        headers.remove(header::CONTENT_LENGTH);
+    }
+    Ok(decoder)
+}
+
+/// How the upstream failed, as the client is answered.
+#[derive(Debug, PartialEq, Eq)]
+enum Failed {
+    /// The address guard refused the upstream's address: the 403 of this decision.
+    Denied(Decision),
+    /// Any other failure: a 502 with this message.
+    BadGateway(String),
 }
 
 /// The answer when the upstream could not be used: 403 if the address guard refused it,
@@ -169,25 +235,29 @@ fn upstream_failed(
     mut exchange: Exchange,
     error: &hyper_util::client::legacy::Error,
 ) -> Response<ProxyBody> {
-    match find_dial_error(error) {
-        Some(DialError::Denied(decision)) => {
-            let response = refusal::refuse_exchange(&mut exchange, decision.clone());
+    match failed(error) {
+        Failed::Denied(decision) => {
+            let response = refusal::refuse_exchange(&mut exchange, decision);
             drop(exchange);
             response
         }
-        Some(dial) => {
-            let message = dial.to_string();
+        Failed::BadGateway(message) => {
             exchange.set_status(502);
             refusal::bad_gateway(&message)
         }
-        None => {
-            exchange.set_status(502);
-            let message = match error.source() {
-                Some(source) => format!("the upstream failed: {source}"),
-                None => format!("the upstream failed: {error}"),
-            };
-            refusal::bad_gateway(&message)
-        }
+    }
+}
+
+/// How `error` (the pooling client's) is answered: by the [`DialError`] in its chain, or
+/// as the upstream's failure, named by its cause.
+fn failed(error: &(dyn StdError + 'static)) -> Failed {
+    match find_dial_error(error) {
+        Some(DialError::Denied(decision)) => Failed::Denied(decision.clone()),
+        Some(dial) => Failed::BadGateway(dial.to_string()),
+        None => Failed::BadGateway(match error.source() {
+            Some(source) => format!("the upstream failed: {source}"),
+            None => format!("the upstream failed: {error}"),
+        }),
     }
 }
 
@@ -202,3 +272,6 @@ fn find_dial_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a DialEr
     }
     None
 }
+
+#[cfg(test)]
+mod tests;

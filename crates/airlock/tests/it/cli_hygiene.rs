@@ -100,7 +100,7 @@ fn printing_commands(fixture: &Fixture) -> Vec<Vec<String>> {
     let policy = fixture.path("policy.yaml").display().to_string();
     let audit = fixture.path("audit.jsonl").display().to_string();
     let seed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../airlock-policy/tests/fixtures/import/airut/network-allowlist.yaml")
+        .join("../airlock-import/tests/fixtures/import/airut/network-allowlist.yaml")
         .display()
         .to_string();
     let lines: &[&[&str]] = &[

@@ -15,8 +15,9 @@
 //!   decisions; a broken policy published the same way is refused by all and changes none;
 //! * the audit of the three is merged at one receiver, as a node's log collector gets it:
 //!   each gateway writes `--log -` as in the manifests, the test reads the three streams
-//!   live and merges the lines by time, each tagged with its gateway (the `--audit-otlp`
-//!   export of issue 38 was not in the tree when this was written).
+//!   live and merges the lines by time, each tagged with its gateway (not one `--audit-otlp`
+//!   receiver: a namespace with `lo` alone cannot reach one; `audit_otlp.rs` tests that
+//!   path).
 //!
 //! Needs root (namespaces, iptables, changing uid); fails under `AIRLOCK_TEST_REQUIRE=1`
 //! where it cannot run.

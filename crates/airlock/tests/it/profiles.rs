@@ -169,7 +169,7 @@ fn claude_runs_with_only_a_key_and_keeps_its_state_but_not_its_hooks() {
     assert!(
         output
             .stderr
-            .contains("airlock: profile claude (version 1, Claude Code) added"),
+            .contains("airlock: profile claude (version 2, Claude Code) added"),
         "{}",
         output.stderr
     );

@@ -658,7 +658,7 @@ fn events_stream_in_order_with_the_deny_filter() {
 fn trustyclaw_endpoint_takes_the_importer_fixtures() {
     let fixtures = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../airlock-policy/tests/fixtures/import/trustyclaw"
+        "/../airlock-import/tests/fixtures/import/trustyclaw"
     );
     let pki = TestPki::new();
     let builder = ProxyBuilder::new(&pki);
@@ -682,8 +682,8 @@ fn trustyclaw_endpoint_takes_the_importer_fixtures() {
     assert_eq!(json(&body)["version"], 2);
     let (_, body) = admin(&target, "GET", "/v1/policy", &[], None);
     let policy = json(&body);
-    let expected = airlock_policy::import::import(
-        airlock_policy::import::SeedFormat::Trustyclaw,
+    let expected = airlock_import::import(
+        airlock_import::SeedFormat::Trustyclaw,
         "body",
         &std::fs::read_to_string(format!("{fixtures}/network-policy.json")).unwrap(),
     )

@@ -21,6 +21,10 @@ pub const UPSTREAM_NAMES: &[&str] = &[
     "api.openai.com",
     "api.anthropic.com",
     "chatgpt.com",
+    "platform.claude.com",
+    "console.anthropic.com",
+    "auth.openai.com",
+    "api.github.com",
 ];
 
 /// The certificates and keys of one test, written under a private temporary directory.

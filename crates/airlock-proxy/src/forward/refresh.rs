@@ -1,0 +1,574 @@
+//! The *refresh* response step (docs/secrets.md, "Refreshes"): the answer to a POST to
+//! a watched login's token endpoint whose body carried that login's projected refresh
+//! token (swapped for the real one on the way out) holds brand-new real tokens. It is
+//! read whole (at most [`MAX_ANSWER`] bytes, decoded), each new token gets a new
+//! surrogate, the credential store is replaced by one holding the new values (the old
+//! ones retired: still redacted and scrubbed), the command gets the answer with the
+//! surrogates, and the real tokens go to the session's sink, which writes the host file
+//! back. An error status passes as any answer from a secret's host (scrubbed); a 2xx
+//! that is not JSON, is too large, or holds a token airlock cannot place is a 502: never
+//! the raw body.
+
+use std::sync::{Arc, PoisonError};
+
+use airlock_audit::{AuditEvent, Decision as AuditDecision, Kind};
+use airlock_credentials::{Credentials, Refresh};
+use airlock_credfiles::refresh::request::{Screened, screen_body};
+use airlock_credfiles::refresh::{self as pure, Field, NewTokens, Watch};
+use airlock_encoding::Limits;
+use airlock_policy::canonical::Host;
+use airlock_policy::{Decision, Reason};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+use http::{Method, Response};
+use http_body_util::Either;
+use hyper::body::Incoming;
+
+use super::answer::{self, Answered};
+use super::outbound;
+use crate::body::{ProxyBody, content_decoder};
+use crate::body_guard::{self, Unread};
+use crate::budget::Held;
+use crate::context::ConnContext;
+use crate::record::{BodyReport, Exchange, Line};
+use crate::refresh::Refreshes;
+use crate::refusal;
+use crate::scrub::scrub_head;
+
+/// The largest token answer read (decoded): real ones are a few KiB.
+pub(super) const MAX_ANSWER: usize = 256 * 1024;
+
+/// The new surrogate of each token of an answer.
+type Surrogates = Vec<(Field, String)>;
+
+/// A request to a watched login's token host (any path) or to one of its
+/// [`pure::MINTING`] endpoints: it may be a refresh, and its answer may hold tokens.
+pub(super) struct Pending {
+    refreshes: Arc<Refreshes>,
+    /// The first watch whose token host this is (the login the audit lines name).
+    login: usize,
+    /// The watch whose token endpoint this is (a POST to its normalised path), if any.
+    endpoint: Option<usize>,
+    host: String,
+    path: String,
+    /// A `HEAD`: its answer has no body to look at.
+    bodiless: bool,
+    /// The request was a refresh grant of the projected refresh token ([`screen`]): only
+    /// then is the answer's token taken in and written back to the host file.
+    grant: bool,
+}
+
+/// The watched request `method` `host` `path` is, when the proxy watches logins and
+/// `host` is one of their token hosts.
+pub(super) fn pending(
+    context: &ConnContext,
+    method: &str,
+    host: &Host,
+    path: &str,
+) -> Option<Pending> {
+    let refreshes = context.shared.refreshes.as_ref()?;
+    let host = host.to_string();
+    let login = refreshes
+        .watches
+        .iter()
+        .position(|w| w.on_host(&host) || w.mints(&host, path))?;
+    let endpoint = if method == Method::POST.as_str() {
+        refreshes
+            .watches
+            .iter()
+            .position(|w| w.matches(&host, path))
+    } else {
+        None
+    };
+    Some(Pending {
+        refreshes: Arc::clone(refreshes),
+        login,
+        endpoint,
+        host,
+        path: path.to_owned(),
+        bodiless: method == Method::HEAD.as_str(),
+        grant: false,
+    })
+}
+
+/// The request body of a request to a token host, read whole (bounded as an inspected
+/// body). A body that carries a projected surrogate passes only as an unambiguous refresh
+/// grant of the projected refresh token at its login's token endpoint (no query, no
+/// content coding, every parameter once, keys decoded like values: docs/secrets.md,
+/// "Refreshes"); anything else carrying one is refused 403 before it is sent, so the real
+/// token is never swapped into it. `Err`: the refusal, audited on `line`.
+pub(super) async fn screen(
+    context: &ConnContext,
+    pending: Option<Pending>,
+    headers: &mut HeaderMap,
+    body: Either<Incoming, Bytes>,
+    line: &Line,
+) -> Result<(Either<Incoming, Bytes>, Option<Pending>, Option<Held>), Answered> {
+    let Some(mut pending) = pending else {
+        return Ok((body, None, None));
+    };
+    let coded = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|value| !value.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let in_head = line
+        .secrets
+        .iter()
+        .any(|name| name.starts_with(airlock_credfiles::SECRET_PREFIX));
+    let refused = if in_head {
+        Some(
+            "a projected login's token may go to its token host only in a refresh grant's \
+             body, and never to an endpoint that mints an API key",
+        )
+    } else if headers.contains_key(header::UPGRADE) {
+        Some("a protocol upgrade to a login's token host is not relayed")
+    } else if coded {
+        Some("a request body with a content coding to a login's token host cannot be checked")
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        let reason = if in_head {
+            Reason::SecretOutOfScope
+        } else {
+            Reason::BodyUninspectable
+        };
+        let response = refuse_request(context, &pending, line, reason, why);
+        return Err(match body {
+            Either::Left(streamed) => answer::after_draining(streamed, response),
+            Either::Right(_) => response,
+        });
+    }
+    let (bytes, held) = match body {
+        Either::Right(bytes) => (bytes, None),
+        Either::Left(mut streamed) => {
+            let shared = &context.shared;
+            let timeout = shared.limits.body_timeout;
+            match body_guard::read_whole(headers, &mut streamed, &shared.budget, timeout).await {
+                Ok((bytes, held)) => (bytes, Some(held)),
+                Err(Unread::Timeout) => {
+                    return Err(answer::refuse_timeout(
+                        context,
+                        line.rule.clone(),
+                        line.clone(),
+                    ));
+                }
+                Err(Unread::Refused(reason)) => {
+                    let decision = Decision::deny(reason, line.rule.clone());
+                    let response = answer::refuse_line(context, decision, line.clone());
+                    return Err(answer::after_draining(streamed, response));
+                }
+            }
+        }
+    };
+    match grant(context, &pending, &bytes, line) {
+        Ok(grant) => pending.grant = grant,
+        Err((reason, why)) => return Err(refuse_request(context, &pending, line, reason, &why)),
+    }
+    Ok((Either::Right(bytes), Some(pending), held))
+}
+
+/// Whether `body` is a refresh grant of the projected refresh token (`Ok(false)`: it
+/// carries no projected surrogate); `Err`: it carries one and is anything else.
+fn grant(
+    context: &ConnContext,
+    pending: &Pending,
+    body: &[u8],
+    line: &Line,
+) -> Result<bool, (Reason, String)> {
+    let credentials = context.shared.credentials.load();
+    let projected: Vec<(String, String)> = credentials
+        .surrogates()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(airlock_credfiles::SECRET_PREFIX))
+        .collect();
+    let carried = projected
+        .iter()
+        .any(|(_, surrogate)| contains(body, surrogate.as_bytes()));
+    if !carried {
+        return Ok(false);
+    }
+    let Some(endpoint) = pending.endpoint else {
+        return Err((
+            Reason::SecretOutOfScope,
+            "a projected login's token may go to its token host only in a refresh grant \
+             POSTed to its token endpoint"
+                .to_owned(),
+        ));
+    };
+    if line.query.as_deref().is_some_and(|query| !query.is_empty()) {
+        return Err((
+            Reason::BodyUninspectable,
+            "a refresh request with a query string is ambiguous (servers that merge query \
+             and body would read its parameters twice)"
+                .to_owned(),
+        ));
+    }
+    let watch = &pending.refreshes.watches[endpoint];
+    let refresh = watch.secret(Field::Refresh).and_then(|name| {
+        projected
+            .iter()
+            .find_map(|(secret, surrogate)| (secret == name).then_some(surrogate.as_str()))
+    });
+    let all: Vec<&str> = projected.iter().map(|(_, s)| s.as_str()).collect();
+    match refresh.map(|refresh| screen_body(body, refresh, &all)) {
+        Some(Screened::Grant) => Ok(true),
+        Some(Screened::Ambiguous(why)) => Err((
+            Reason::BodyUninspectable,
+            format!("the refresh request is ambiguous or unexpected: {why}"),
+        )),
+        Some(Screened::Other) | None => Err((
+            Reason::SecretOutOfScope,
+            "the request carries a projected login's token but is not a refresh grant of \
+             the projected refresh token (grant_type=refresh_token, refresh_token=the \
+             surrogate)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
+}
+
+/// The 403 of a request to a token host that is refused (its `http` line with `reason`,
+/// a `credentials` line with `why`); the body says `why`.
+fn refuse_request(
+    context: &ConnContext,
+    pending: &Pending,
+    line: &Line,
+    reason: Reason,
+    why: &str,
+) -> Answered {
+    credentials_line(context, pending, AuditDecision::Deny, Vec::new(), why);
+    let decision = Decision::deny(reason, line.rule.clone());
+    let generic = answer::refuse_line(context, decision, line.clone());
+    let (mut parts, _) = generic.into_parts();
+    let body = serde_json::json!({
+        "error": "blocked_by_policy",
+        "reason": reason.as_str(),
+        "method": line.method,
+        "host": line.host,
+        "path": line.path,
+        "id": line.id,
+        "message": format!("airlock refused the request: {why}"),
+        "hint": "a projected login's tokens are only ever sent in its CLI's own refresh \
+                 request (docs/secrets.md, \"Refreshes\")",
+    });
+    let json = serde_json::to_vec(&body).unwrap_or_default();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, ProxyBody::full(Bytes::from(json)))
+}
+
+/// Answer content types that never hold a token field (web page assets): passed as any
+/// answer from a secret's host.
+fn asset(parts: &http::HeaderMap) -> bool {
+    let Some(kind) = parts
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return false;
+    };
+    let kind = kind.to_ascii_lowercase();
+    ["image/", "font/", "audio/", "video/", "text/css"]
+        .iter()
+        .any(|prefix| kind.starts_with(prefix))
+        || kind.contains("javascript")
+}
+
+/// Handles `response` to a request to a token host: a 2xx answering a refresh grant that
+/// carried the login's projected refresh token is a refresh ([`refresh`]); any other 2xx
+/// is read whole and refused 502 when it holds token fields
+/// ([`pure::request::answer_carries_tokens`]), else passed scrubbed. Everything else is
+/// handed back untouched.
+pub(super) async fn respond(
+    context: &ConnContext,
+    pending: Pending,
+    response: Response<Incoming>,
+    exchange: Exchange,
+    body_report: Option<&BodyReport>,
+) -> Result<Answered, (Response<Incoming>, Exchange)> {
+    if !response.status().is_success() || pending.bodiless || asset(response.headers()) {
+        return Err((response, exchange));
+    }
+    let carried = pending
+        .endpoint
+        .and_then(|index| pending.refreshes.watches[index].secret(Field::Refresh))
+        .is_some_and(|name| body_report.is_some_and(|r| r.swapped().iter().any(|s| s == name)));
+    if pending.grant && carried {
+        return Ok(refresh(context, &pending, response, exchange).await);
+    }
+    Ok(guard_answer(context, &pending, response, exchange).await)
+}
+
+/// A 2xx from a token host that is not a refresh: refused 502 when it holds token fields
+/// (a token exchange, a login, an API key minted), else passed whole and scrubbed.
+async fn guard_answer(
+    context: &ConnContext,
+    pending: &Pending,
+    response: Response<Incoming>,
+    exchange: Exchange,
+) -> Answered {
+    let (mut parts, body) = response.into_parts();
+    outbound::strip_hop_by_hop(&mut parts.headers, false);
+    let answer = match read_answer(context, &mut parts, body).await {
+        Ok(answer) => answer,
+        Err(why) => return refuse(context, pending, exchange, why),
+    };
+    if pure::request::answer_carries_tokens(&answer) {
+        let why = "it holds token fields and does not answer a refresh grant of a projected login";
+        return refuse(context, pending, exchange, why);
+    }
+    let store = context.shared.credentials.load_full();
+    let scrubber = store.scrubber();
+    let shown = scrubber.scrub(&answer).into_owned();
+    scrub_head(&scrubber, &mut parts);
+    finish(parts, shown, exchange).await
+}
+
+/// The answer `parts` with the body `shown`, once its audit line is written.
+async fn finish(mut parts: Parts, shown: Vec<u8>, mut exchange: Exchange) -> Answered {
+    parts.headers.remove(header::CONTENT_ENCODING);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(shown.len()));
+    exchange.add_bytes_down(shown.len() as u64);
+    // The answer waits for its audit line (docs/reliability.md).
+    if exchange.finish().await.is_err() {
+        return refusal::audit_unavailable();
+    }
+    Response::from_parts(parts, ProxyBody::full(Bytes::from(shown)))
+}
+
+/// The refresh proper: read, swap the store, answer with surrogates, hand on the tokens.
+async fn refresh(
+    context: &ConnContext,
+    pending: &Pending,
+    response: Response<Incoming>,
+    exchange: Exchange,
+) -> Answered {
+    let Some(watch) = endpoint_watch(pending) else {
+        return refuse(context, pending, exchange, "it answers no token endpoint");
+    };
+    let (mut parts, body) = response.into_parts();
+    outbound::strip_hop_by_hop(&mut parts.headers, false);
+    let answer = match read_answer(context, &mut parts, body).await {
+        Ok(answer) => answer,
+        Err(why) => return refuse(context, pending, exchange, why),
+    };
+    let tokens = match pure::parse_response(&answer) {
+        Ok(tokens) => tokens,
+        Err(error) => return refuse(context, pending, exchange, &error.to_string()),
+    };
+    let (store, surrogates) = match swap_store(context, pending, &tokens) {
+        Ok(swapped) => swapped,
+        Err(why) => return refuse(context, pending, exchange, why),
+    };
+    let Ok(shown) = pure::surrogate_response(&answer, &surrogates) else {
+        return refuse(
+            context,
+            pending,
+            exchange,
+            "the answer could not be rewritten",
+        );
+    };
+    let scrubber = store.scrubber();
+    let shown = scrubber.scrub(&shown).into_owned();
+    scrub_head(&scrubber, &mut parts);
+    let names: Vec<String> = surrogates
+        .iter()
+        .filter_map(|(field, _)| watch.secret(*field).map(str::to_owned))
+        .collect();
+    let message =
+        "refreshed: new surrogates given to the command, the real tokens sent to the host file";
+    credentials_line(context, pending, AuditDecision::Allow, names, message);
+    let shown_tokens = shown_tokens(&surrogates, tokens.expires_in);
+    let sink = &pending.refreshes.sink;
+    sink.refreshed(watch, tokens, shown_tokens, pending.grant);
+    finish(parts, shown, exchange).await
+}
+
+/// The watch whose token endpoint `pending` was sent to.
+fn endpoint_watch(pending: &Pending) -> Option<&Watch> {
+    pending
+        .endpoint
+        .map(|index| &pending.refreshes.watches[index])
+}
+
+/// The surrogates of a refresh as tokens (what the command's copy of its file gets).
+fn shown_tokens(surrogates: &Surrogates, expires_in: Option<u64>) -> NewTokens {
+    let mut shown = NewTokens {
+        expires_in,
+        ..NewTokens::default()
+    };
+    for (field, surrogate) in surrogates {
+        let slot = match field {
+            Field::Access => &mut shown.access,
+            Field::Refresh => &mut shown.refresh,
+            Field::Id => &mut shown.id,
+        };
+        *slot = Some(surrogate.clone());
+    }
+    shown
+}
+
+/// The answer's body, read whole and decoded, at most [`MAX_ANSWER`] bytes.
+async fn read_answer(
+    context: &ConnContext,
+    parts: &mut Parts,
+    mut body: Incoming,
+) -> Result<Vec<u8>, &'static str> {
+    let limits = Limits {
+        max_output: MAX_ANSWER as u64,
+        ..Limits::default()
+    };
+    let Ok(decoder) = content_decoder(&mut parts.headers, true, limits) else {
+        return Err("the answer is in a content coding airlock cannot decode");
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_ANSWER as u64) {
+        return Err("the answer is larger than airlock reads");
+    }
+    let mut held = Held::default();
+    let budget = &context.shared.budget;
+    let collected = match body_guard::collect(&mut body, budget, &mut held, declared).await {
+        Ok(collected) if collected.len() <= MAX_ANSWER => collected,
+        Ok(_) => return Err("the answer is larger than airlock reads"),
+        Err(Unread::Refused(airlock_policy::Reason::Overloaded)) => {
+            return Err("no room to read the answer");
+        }
+        Err(_) => return Err("the answer could not be read whole (too large or cut)"),
+    };
+    let Some(mut decoder) = decoder else {
+        return Ok(collected.to_vec());
+    };
+    let mut decoded = decoder
+        .push(&collected)
+        .map_err(|_| "the answer could not be decoded")?;
+    decoded.extend(
+        decoder
+            .finish()
+            .map_err(|_| "the answer could not be decoded")?,
+    );
+    if decoded.len() > MAX_ANSWER {
+        return Err("the answer is larger than airlock reads");
+    }
+    Ok(decoded)
+}
+
+/// Replaces the proxy's credential store with one holding `tokens` under new
+/// surrogates; returns it and the surrogate of each field.
+fn swap_store(
+    context: &ConnContext,
+    pending: &Pending,
+    tokens: &NewTokens,
+) -> Result<(Arc<Credentials>, Surrogates), &'static str> {
+    let watch: &Watch = endpoint_watch(pending).ok_or("it answers no token endpoint")?;
+    let _swapping = pending
+        .refreshes
+        .swapping
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let current = context.shared.credentials.load_full();
+    let mut refreshes = Vec::new();
+    let mut surrogates = Vec::new();
+    for field in Field::ALL {
+        let Some(real) = tokens.get(field) else {
+            continue;
+        };
+        let name = watch
+            .secret(field)
+            .filter(|name| current.has_secret(name))
+            .ok_or("the answer holds a token airlock cannot place")?;
+        let surrogate = airlock_credfiles::token_surrogate(real)
+            .ok_or("a new token has nothing a surrogate could randomise")?;
+        surrogates.push((field, surrogate.clone()));
+        refreshes.push(Refresh {
+            name: name.to_owned(),
+            real: real.to_owned(),
+            surrogate,
+        });
+    }
+    if refreshes.is_empty() {
+        return Err("the answer holds no token");
+    }
+    let store = Arc::new(
+        current
+            .refreshed(&refreshes)
+            .map_err(|_| "the new tokens could not be taken in")?,
+    );
+    context.shared.credentials.store(Arc::clone(&store));
+    Ok((store, surrogates))
+}
+
+/// The 502 of a token host's answer airlock does not pass on (fail closed: the raw
+/// answer is never passed on), with its `credentials` line.
+fn refuse(context: &ConnContext, pending: &Pending, mut exchange: Exchange, why: &str) -> Answered {
+    credentials_line(context, pending, AuditDecision::Deny, Vec::new(), why);
+    exchange.set_status(502);
+    refusal::bad_gateway(&format!(
+        "airlock does not pass on the answer of a projected login's token host: {why} (it \
+         would hold real tokens)"
+    ))
+}
+
+/// The `kind: credentials` line of a refresh: the login, the secret names, what happened.
+fn credentials_line(
+    context: &ConnContext,
+    pending: &Pending,
+    decision: AuditDecision,
+    secrets: Vec<String>,
+    message: &str,
+) {
+    let watch = &pending.refreshes.watches[pending.login];
+    let process = context.caller.as_ref().map(|caller| caller.process.clone());
+    context.shared.audit.record(AuditEvent {
+        kind: Kind::Credentials,
+        decision,
+        host: Some(pending.host.clone()),
+        path: Some(pending.path.clone()),
+        method: Some("POST".to_owned()),
+        name: Some(watch.login.name().to_owned()),
+        secrets,
+        message: Some(message.to_owned()),
+        conn: Some(context.id),
+        process,
+        ..AuditEvent::default()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surrogates_are_found_anywhere_in_a_body() {
+        assert!(contains(b"a=1&refresh_token=SUR&b", b"SUR"));
+        assert!(!contains(b"a=1&refresh_token=SU%52", b"SUR"));
+        assert!(!contains(b"abc", b""));
+    }
+
+    #[test]
+    fn only_page_assets_skip_the_answer_check() {
+        let mut headers = HeaderMap::new();
+        assert!(!asset(&headers));
+        for (kind, skips) in [
+            ("image/png", true),
+            ("text/css; charset=utf-8", true),
+            ("application/javascript", true),
+            ("application/json", false),
+            ("text/html", false),
+            ("application/x-www-form-urlencoded", false),
+        ] {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+            assert_eq!(asset(&headers), skips, "{kind}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The local provider on the daemon's side: a jail (`airlock-jail`) around a holder
+//! process that only waits (`airlock sandbox hold`), in the sandbox's control groups, its
+//! filesystem hiding the whole of airlock's state but its own workspace; served by the
+//! listeners the jail hands back, and killed whole at the end.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use airlock_proxy::Proxy;
+use airlock_sandbox::ProviderKind;
+use airlock_sandbox::state::{Confinement, ProcessId};
+use airlock_session::serve::Signals;
+use tokio::sync::watch;
+
+use crate::plan::Plan;
+use crate::{DaemonProvider, Serving};
+
+/// Linux namespaces kept alive by a holder process.
+pub(crate) struct Local;
+
+impl DaemonProvider for Local {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Local
+    }
+
+    fn workspace_inside(&self, host_workspace: &Path) -> PathBuf {
+        host_workspace.to_owned()
+    }
+
+    fn keeps_creator_variables(&self) -> bool {
+        true
+    }
+
+    fn base_env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn bundle_inside(&self, bundle: &Path) -> String {
+        bundle.display().to_string()
+    }
+
+    fn serve<'a>(
+        &'a self,
+        plan: &'a Plan,
+        proxy: Proxy,
+        stop: &'a watch::Sender<bool>,
+        termination: &'a mut Signals,
+    ) -> Serving<'a> {
+        Box::pin(serve_local(self, plan, proxy, stop, termination))
+    }
+}
+
+/// The local provider: a jail around a process that only waits.
+async fn serve_local(
+    provider: &Local,
+    plan: &Plan,
+    proxy: Proxy,
+    stop: &watch::Sender<bool>,
+    termination: &mut Signals,
+) -> Result<(), String> {
+    use airlock_jail::{Jail, JailSpec};
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
+    let (workspace, fs) = sandbox_filesystem(plan)?;
+    let writable = fs.confinement.writable.clone();
+    // The holder is this binary, executed inside the jail: bound in at its own path, since
+    // it may lie where the jail shows something else (a virtual environment under /tmp).
+    let mut bind_files = airlock_session::env::bundle_binds(&plan.session.bundle);
+    bind_files.push((exe.clone(), exe.clone()));
+    let mut argv = vec![exe.into_os_string()];
+    argv.extend(crate::HOLD_ARGS.map(OsString::from));
+    let spec = JailSpec {
+        argv,
+        env: Vec::new(),
+        cwd: workspace,
+        tcp_ports: plan.session.tcp_ports(),
+        hide_paths: fs.hidden,
+        hide_if_present: airlock_session::host_sockets::scan(),
+        bind_files,
+        filesystem: Some(fs.confinement),
+        stdio: None,
+        terminal: None,
+    };
+    let jail = tokio::task::spawn_blocking(move || Jail::spawn(spec))
+        .await
+        .map_err(|e| format!("the jail launcher failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+    let tag = airlock_sandbox::cgroup::tag(&plan.name, std::process::id());
+    let cgroups = airlock_sandbox::cgroup::create(&tag, &plan.options.limits)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    // The jail's outer process and its init (forked already) join before the holder
+    // starts; everything forked later inherits.
+    let mut members = vec![jail.pid()];
+    members.extend(children_of(jail.pid()));
+    for pid in members {
+        if let Err(e) = airlock_sandbox::cgroup::add_process(&cgroups, pid) {
+            airlock_sandbox::cgroup::remove(&cgroups);
+            return Err(e.to_string());
+        }
+    }
+    let recorded = (&cgroups[..], &writable[..]);
+    let result = serve_jail(provider, plan, proxy, stop, jail, recorded, termination).await;
+    airlock_sandbox::cgroup::remove(&cgroups);
+    result
+}
+
+/// A local sandbox's filesystem: the whole of airlock's state hidden (every sandbox,
+/// this one's control directory included), its own workspace the one writable directory
+/// besides any the policy names, and the policy's other `filesystem` rules.
+fn sandbox_filesystem(
+    plan: &Plan,
+) -> Result<(PathBuf, airlock_session::fs_confine::FsPlan), String> {
+    let workspace = plan.sandboxes.workspace_dir(&plan.name);
+    let mut place = airlock_session::fs_confine::Place::current()?;
+    place.cwd = workspace.clone();
+    place.workspace = std::fs::canonicalize(&workspace).ok();
+    let mut fs = plan.session.policy.filesystem.clone();
+    let mut writable = vec![workspace.display().to_string()];
+    writable.extend(fs.writable.take().unwrap_or_default());
+    fs.writable = Some(writable);
+    let mut hidden = plan.session.airlock_hidden.clone();
+    hidden.push(airlock_policy::filesystem::Entry {
+        path: plan.sandboxes.root().to_owned(),
+        why: "airlock's sandbox state (every sandbox)".into(),
+    });
+    let plan = airlock_session::fs_confine::plan(&fs, &place, hidden)?;
+    Ok((workspace, plan))
+}
+
+/// The PIDs of the children of `pid` (from `/proc/PID/task/*/children`).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut children = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return children;
+    };
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    children
+}
+
+/// Serves a built jail: starts its holder, records the sandbox, waits for the end.
+async fn serve_jail(
+    provider: &Local,
+    plan: &Plan,
+    proxy: Proxy,
+    stop: &watch::Sender<bool>,
+    mut jail: airlock_jail::RunningJail,
+    (cgroups, writable): (&[PathBuf], &[PathBuf]),
+    termination: &mut Signals,
+) -> Result<(), String> {
+    let env = &plan.session.env;
+    let served = airlock_session::serve::serve_handed(
+        std::mem::take(&mut jail.listeners),
+        airlock_session::process_lookup::identifying_joinable(proxy, jail.pid(), env),
+        &plan.session.audit,
+        &stop.subscribe(),
+    )?;
+    let jail_id = ProcessId::of(jail.pid()).ok_or("the jail vanished while starting")?;
+    let signaller = jail.signaller();
+    let (started_sender, started) = tokio::sync::oneshot::channel();
+    let running = tokio::task::spawn_blocking(move || {
+        let start = jail.start();
+        let failed = start.is_err();
+        let _ = started_sender.send(start.map_err(|e| e.to_string()));
+        if failed {
+            return;
+        }
+        let _ = jail.wait();
+    });
+    started
+        .await
+        .map_err(|_| "the jail ended while starting".to_owned())??;
+    let confinement = Confinement::Local {
+        jail: jail_id,
+        cgroups: cgroups.to_vec(),
+        writable: writable.to_vec(),
+    };
+    if let Err(e) = plan.announce(provider, confinement) {
+        let _ = signaller.signal(nix::libc::SIGKILL);
+        return Err(e);
+    }
+    tokio::select! {
+        () = termination.any() => {}
+        _ = running => eprintln!("airlock: sandbox {}: its namespaces ended", plan.name),
+    }
+    // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
+    let _ = signaller.signal(nix::libc::SIGKILL);
+    // The proxy drains (in-flight exchanges finish) and DNS ends.
+    stop.send_replace(true);
+    served.finish().await;
+    Ok(())
+}
