@@ -529,7 +529,9 @@ impl GuardStream {
         for secret in matcher.secrets_in(&squeezed) {
             self.inner.real(&self.scope, secret)?;
         }
-        let keep = matcher.longest.saturating_sub(1);
+        // The squeezer's pending backslash is kept on top of the window: when the next
+        // chunk opens with its escape letter, both go and the window must stay whole.
+        let keep = self.squeezer.keep(matcher.longest);
         let cut = squeezed.len().saturating_sub(keep);
         self.squeezed = squeezed[cut..].to_vec();
         Ok(())

@@ -33,6 +33,14 @@ impl Credentials {
         self.entries.iter().any(|entry| entry.name == name)
     }
 
+    /// `(NAME, SURROGATE)` of every retired value (replaced by a refresh or a rotation),
+    /// oldest first: a request carrying one of these holds a superseded token.
+    pub fn retired_surrogates(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.retired
+            .iter()
+            .map(|(name, _, surrogate)| (name.as_str(), surrogate.as_str()))
+    }
+
     /// The same store with each of `refreshes` in place: the named secret gets the new
     /// real value and the new surrogate; its old pair is retired. A name not in the store
     /// is ignored.

@@ -149,8 +149,15 @@ async fn steps(
         &line,
     )
     .await?;
-    let (body, refresh, _refresh_held) =
-        refresh::screen(context, refresh, &mut parts.headers, body, &line).await?;
+    let (body, refresh, _refresh_held) = refresh::screen(
+        context,
+        &credentials,
+        refresh,
+        &mut parts.headers,
+        body,
+        &line,
+    )
+    .await?;
     let uri = outbound::target(context, &destination, &path_and_query, &line)?;
     let mut plan = outbound::Plan {
         uri,

@@ -1,15 +1,16 @@
-//! The run's watch over the host files its credential projections are bound over
-//! (docs/secrets.md, "Credential files"; docs/security.md, known gaps). Linux lets a
-//! process rename or unlink over a dentry that is a mount point only in *another* mount
-//! namespace and then detaches those mounts: a host process that replaces a projected file
-//! (Claude Code saving its login by temp file + rename) would uncover the real file inside
-//! the jail, whose directory may be bound read-write. This module watches (inotify, on a
-//! thread of its own) each projected file's directory for the file's name (moved in,
-//! created, deleted, moved away) and the file itself (deleted, moved); on the first such
-//! event it says so on stderr, writes a `kind: credentials` audit line (`deny`) and runs the
-//! action the caller gave (the run kills the jail). airlock's own write-back rewrites the
-//! file in place and so never triggers it. The kill comes after the rename: the window is
-//! in docs/security.md.
+//! The run's watch over the host files its jail covers by a bind of their own: the
+//! credential projections and the hidden credential files (docs/secrets.md, "Credential
+//! files"; docs/security.md, known gaps). Linux lets a process rename or unlink over a
+//! dentry that is a mount point only in *another* mount namespace and then detaches those
+//! mounts: a host process that replaces such a file (Claude Code saving its login by temp
+//! file + rename) would uncover the real file inside the jail, whose directory may be bound
+//! read-write. This module watches (inotify, on a thread of its own) each such file's
+//! directory for the file's name (moved in, created, deleted, moved away) and the file
+//! itself (deleted, moved); on the first such event it runs the action the caller gave (the
+//! run kills the jail) *first*, then says so on stderr and writes a `kind: credentials`
+//! audit line (`deny`), so that a blocked stderr cannot hold the kill back. airlock's own
+//! write-back rewrites the file in place and so never triggers it. The kill comes after
+//! the rename: the window is in docs/security.md.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -26,7 +27,7 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDe
 /// How often the watch thread looks at its stop flag (milliseconds).
 const POLL_MS: u16 = 200;
 
-/// A projected file replaced on the host: the file and why.
+/// A watched file replaced on the host: the file and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replaced {
     /// The host file.
@@ -52,20 +53,21 @@ pub struct ReplaceWatch {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Per watched directory: `(name, host file)` of each projected file in it.
+/// Per watched directory: `(name, host file)` of each watched file in it.
 type Names = HashMap<WatchDescriptor, Vec<(OsString, PathBuf)>>;
 
 impl ReplaceWatch {
-    /// Watches `files` (the host paths projections are bound over; one absent at start has
-    /// nothing to uncover and is skipped); `None` when there are none. `Err`: a watch could
-    /// not be set (the run must not start: it could not stop on a replacement).
+    /// Watches `files` (the host paths the jail binds over: projections, hidden files; one
+    /// absent at start has nothing to uncover and is skipped); `None` when there are none.
+    /// `Err`: a watch could not be set (the run must not start: it could not stop on a
+    /// replacement).
     pub fn start(files: &[PathBuf], audit: &AuditLog) -> Result<Option<ReplaceWatch>, String> {
         let files: Vec<&PathBuf> = files.iter().filter(|file| file.exists()).collect();
         if files.is_empty() {
             return Ok(None);
         }
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
-            .map_err(|e| format!("cannot watch the projected credential files: {e}"))?;
+            .map_err(|e| format!("cannot watch the credential files: {e}"))?;
         let mut names: Names = HashMap::new();
         let mut selves: HashMap<WatchDescriptor, PathBuf> = HashMap::new();
         for file in files {
@@ -98,7 +100,7 @@ impl ReplaceWatch {
             std::thread::Builder::new()
                 .name("airlock-replace-watch".to_owned())
                 .spawn(move || watch(&inotify, &names, &selves, &stop, &state, &audit))
-                .map_err(|e| format!("cannot watch the projected credential files: {e}"))?
+                .map_err(|e| format!("cannot watch the credential files: {e}"))?
         };
         Ok(Some(ReplaceWatch {
             state,
@@ -135,6 +137,18 @@ impl Drop for ReplaceWatch {
             let _ = thread.join();
         }
     }
+}
+
+/// The hidden files (`hidden`, host paths) that the jail covers by a bind of their own: those
+/// whose canonical path is one of `hide_paths` (the jail's, canonical). One inside a hidden
+/// directory is covered by the directory's mount and has no bind of its own to detach; one
+/// absent is left to [`ReplaceWatch::start`].
+pub fn bound_alone(hidden: &[PathBuf], hide_paths: &[PathBuf]) -> Vec<PathBuf> {
+    hidden
+        .iter()
+        .filter(|path| std::fs::canonicalize(path).is_ok_and(|real| hide_paths.contains(&real)))
+        .cloned()
+        .collect()
 }
 
 /// The paths to watch for `file`: itself, and where its links lead when it is one (the
@@ -178,7 +192,7 @@ fn watch(
     }
 }
 
-/// Whether `event` replaces a projected file: the file (when known) and why.
+/// Whether `event` replaces a watched file: the file (when known) and why.
 fn replacement(
     event: &InotifyEvent,
     names: &Names,
@@ -224,35 +238,36 @@ fn replacement(
     Some((Some(path.clone()), why.to_owned()))
 }
 
-/// Records the replacement (stderr, audit) and runs the caller's action.
+/// Runs the caller's action (the kill) first, then records the replacement (stderr, audit):
+/// a command that keeps airlock's stderr full must not be able to delay the kill.
 fn trip(state: &Mutex<State>, audit: &AuditLog, path: Option<PathBuf>, why: String) {
-    let shown = path.as_ref().map_or_else(
-        || "a projected credential file".to_owned(),
-        |p| p.display().to_string(),
-    );
-    let message = format!(
-        "{shown}: {why}; the jail's projection over it may be detached (the command could \
-         see the real file), so the run was stopped"
-    );
-    eprintln!("airlock: {message}");
-    audit.record(AuditEvent {
-        kind: Kind::Credentials,
-        decision: Decision::Deny,
-        path: path.as_ref().map(|p| p.display().to_string()),
-        message: Some(message),
-        ..AuditEvent::default()
-    });
     let action = {
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
         state.replaced = Some(Replaced {
-            path: path.unwrap_or_default(),
-            why,
+            path: path.clone().unwrap_or_default(),
+            why: why.clone(),
         });
         state.action.take()
     };
     if let Some(action) = action {
         action();
     }
+    let shown = path.as_ref().map_or_else(
+        || "a credential file".to_owned(),
+        |p| p.display().to_string(),
+    );
+    let message = format!(
+        "{shown}: {why}; the jail's bind over it (a projection, or the cover of a hidden \
+         file) may be detached (the command could see the real file), so the run was stopped"
+    );
+    audit.record(AuditEvent {
+        kind: Kind::Credentials,
+        decision: Decision::Deny,
+        path: path.as_ref().map(|p| p.display().to_string()),
+        message: Some(message.clone()),
+        ..AuditEvent::default()
+    });
+    eprintln!("airlock: {message}");
 }
 
 #[cfg(test)]
@@ -333,5 +348,50 @@ mod tests {
                 .expect("ok")
                 .is_none()
         );
+    }
+
+    /// Review G5: the kill comes before the audit line (and the stderr line after it), so
+    /// a command that keeps stderr full cannot hold the kill back.
+    #[test]
+    fn the_action_runs_before_the_replacement_is_recorded() {
+        use std::sync::atomic::AtomicUsize;
+        let (dir, file) = setup();
+        let audit = AuditLog::discarding().expect("audit");
+        let lines = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&lines);
+        audit.tap_with(Arc::new(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        let watch = ReplaceWatch::start(std::slice::from_ref(&file), &audit)
+            .expect("start")
+            .expect("a watch");
+        let (tx, rx) = mpsc::channel();
+        let (flushed, before) = (audit.clone(), Arc::clone(&lines));
+        watch.on_replaced(move || {
+            // Everything recorded so far is written: nothing yet.
+            flushed.flush();
+            let _ = tx.send(before.load(Ordering::SeqCst));
+        });
+        std::fs::write(dir.path().join("new"), "{}").expect("write");
+        std::fs::rename(dir.path().join("new"), &file).expect("rename");
+        let before = rx.recv_timeout(Duration::from_secs(5)).expect("tripped");
+        assert_eq!(before, 0, "the audit line came before the kill");
+        drop(watch);
+        audit.flush();
+        assert_eq!(lines.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn only_hidden_files_with_a_bind_of_their_own_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (alone, nested) = (real.join("hosts.yml"), real.join("sub/.npmrc"));
+        std::fs::create_dir(real.join("sub")).expect("sub");
+        std::fs::write(&alone, "x").expect("alone");
+        std::fs::write(&nested, "x").expect("nested");
+        let absent = real.join("absent");
+        let hide_paths = vec![alone.clone(), real.join("sub")];
+        let kept = bound_alone(&[alone.clone(), nested, absent], &hide_paths);
+        assert_eq!(kept, vec![alone]);
     }
 }

@@ -30,7 +30,7 @@
 //!
 //! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
 //! executed / is not found; 125 for any failure of airlock itself, and when airlock stopped
-//! the jail because a projected credential file was replaced on the host
+//! the jail because a credential file it binds over was replaced on the host
 //! ([`airlock_session::replace_watch`]). In namespace mode the
 //! command has a session of its own and, when airlock runs on a terminal, a pseudo-terminal
 //! relayed here ([`airlock_jail::Terminal`]: raw mode, window size changes passed on);
@@ -468,15 +468,14 @@ async fn run_namespace(
     };
     spec.terminal = terminal.as_ref().map(airlock_jail::Terminal::for_jail);
     let relay_task = Relaying::attach(relaying, &mut spec);
-    // A projected credential file replaced on the host stops the run (docs/secrets.md).
-    let projected: Vec<PathBuf> = session
-        .credential_files
-        .binds()
-        .into_iter()
-        .map(|(_, host)| host)
-        .collect();
-    let replaced = airlock_session::replace_watch::ReplaceWatch::start(&projected, &session.audit)
-        .map_err(RunError::Confine)?;
+    // A credential file the jail binds over (projected, or hidden with a bind of its own)
+    // replaced on the host stops the run (docs/secrets.md).
+    use airlock_session::replace_watch::{ReplaceWatch, bound_alone};
+    let files = &session.credential_files;
+    let hidden: Vec<PathBuf> = files.hidden.iter().map(|(_, p, _)| p.clone()).collect();
+    let mut covered: Vec<PathBuf> = files.binds().into_iter().map(|(_, host)| host).collect();
+    covered.extend(bound_alone(&hidden, &spec.hide_paths));
+    let replaced = ReplaceWatch::start(&covered, &session.audit).map_err(RunError::Confine)?;
     // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
     let mut jail = match spawned {

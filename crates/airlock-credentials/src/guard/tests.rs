@@ -425,3 +425,69 @@ fn joined_header_lines_make_no_format_token_of_a_surrogate() {
         Ok(Vec::new())
     );
 }
+
+/// `body` with `insert` put at `position` of the base64 of `{before}{REAL}`, as a JSON
+/// string.
+fn json_with(before: &str, position: usize, insert: &[u8]) -> Vec<u8> {
+    let mut encoded = STANDARD.encode(format!("{before}{REAL}")).into_bytes();
+    let position = position.min(encoded.len());
+    encoded.splice(position..position, insert.iter().copied());
+    [b"{\"file\":\"".as_slice(), &encoded, b"\"}"].concat()
+}
+
+#[test]
+fn a_json_escape_at_the_edge_of_the_kept_window_hides_nothing() {
+    // The saved proptest case: a `\n` escape right before the last base64 character, the
+    // body one byte per chunk. The backslash was kept as the last of `longest - 1` bytes,
+    // the `n` took it out, and the window lost a byte of the form.
+    let guard = guard();
+    let scope = scope(ValueScope::Foreign);
+    let body = [
+        b"{\"file\":\"\n\r\n\r\n\\n\r\n\n\n\r\n".as_slice(),
+        b"YSBhYWdocF9SM2FsVDBrZW5WYWx1ZTAxMjM0NTY3ODlhYmNkZWZBQkN\\nE\"}",
+    ]
+    .concat();
+    assert!(guard.check_message(&scope, &body).is_err());
+    assert!(streamed(&guard, &scope, &body, 1).is_err());
+    // Every escape at every place of the form, in small chunks.
+    let inserts: [&[u8]; 5] = [b"\\n", b"\\r", b"\\t", b"\\n\\r\\t", b"\\n \\n"];
+    for before in ["", "a aa", "xyz"] {
+        let length = STANDARD.encode(format!("{before}{REAL}")).len();
+        for position in 0..=length {
+            for insert in inserts {
+                let body = json_with(before, position, insert);
+                assert!(guard.check_message(&scope, &body).is_err());
+                for size in 1..=4 {
+                    assert!(
+                        streamed(&guard, &scope, &body, size).is_err(),
+                        "{:?} in chunks of {size}",
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_escaped_backslash_before_a_letter_keeps_the_letter() {
+    // `\\n` in JSON is a backslash and the letter `n`, not a line break: the `n` is data,
+    // whole or streamed. (The backslash stays, so the form is not whole here.)
+    let guard = guard();
+    let scope = scope(ValueScope::Foreign);
+    let encoded = STANDARD.encode(REAL);
+    let at = encoded.find('n').map_or(0, |at| at + 1);
+    let (head, tail) = encoded.split_at(at);
+    // `\\` then `\n`: the escaped backslash stays, the line break goes.
+    let body = format!("{{\"file\":\"{head}\\\\\\n{tail}\"}}");
+    assert_eq!(
+        Squeezer::squeeze(body.as_bytes()),
+        format!("{{\"file\":\"{head}\\\\{tail}\"}}").as_bytes()
+    );
+    // A line break escape after an escaped backslash pair still goes.
+    let body = format!("{{\"file\":\"\\\\\\\\\\n{encoded}\"}}");
+    assert!(guard.check_message(&scope, body.as_bytes()).is_err());
+    for size in 1..=3 {
+        assert!(streamed(&guard, &scope, body.as_bytes(), size).is_err());
+    }
+}

@@ -109,7 +109,8 @@ fn has_special(word: u64) -> bool {
 }
 
 /// Squeezes `data` into `out` from `len` (room already made), one byte at a time:
-/// `backslash` says the byte written last is a backslash that starts no escape yet.
+/// `backslash` says the byte written last is a backslash that starts an escape whose
+/// second byte has not come yet.
 fn squeeze_bytes(data: &[u8], out: &mut [u8], len: &mut usize, backslash: &mut usize) {
     for &byte in data {
         // An escape's letter: its backslash (the byte before) goes too.
@@ -117,20 +118,32 @@ fn squeeze_bytes(data: &[u8], out: &mut [u8], len: &mut usize, backslash: &mut u
         let white = usize::from(WHITE[usize::from(byte)]);
         out[*len] = byte;
         *len = *len + 1 - (white | pair) - pair;
-        *backslash = usize::from(byte == b'\\') & (1 - pair);
+        // A backslash starts an escape unless it ends one: in `\\n` the first backslash
+        // escapes the second, and the `n` after them is a letter of the data.
+        *backslash = usize::from(byte == b'\\') & (1 - *backslash);
     }
 }
 
 /// Takes ASCII white space (space, tab, CR, LF) and the JSON escapes `\n`, `\r`, `\t` out
 /// of data that may arrive in chunks: a backslash ending one chunk is paired with the
-/// next chunk's first byte (it is still the last byte of the output then).
+/// next chunk's first byte (it must still be the last byte of the output then: see
+/// [`Squeezer::keep`]). An escaped backslash (`\\`) is kept and escapes nothing after it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Squeezer {
-    /// The last byte written was a backslash that starts no escape yet.
+    /// The last byte written is a backslash that starts an escape whose letter has not
+    /// come yet: the next byte may take it out of the output.
     pending_backslash: bool,
 }
 
 impl Squeezer {
+    /// How many of the last squeezed bytes a stream must keep so that a match of up to
+    /// `longest` bytes ending in the next chunk is still whole: `longest - 1`, plus the
+    /// pending backslash (the next chunk may take it out, and with it a byte of the
+    /// window).
+    pub(super) fn keep(&self, longest: usize) -> usize {
+        longest.saturating_sub(1) + usize::from(self.pending_backslash)
+    }
+
     /// Appends `data` to `out`, squeezed. Eight bytes at a time where none of them is
     /// taken out (most words of binary data), else branch-free per byte.
     pub(super) fn squeeze_into(&mut self, data: &[u8], out: &mut Vec<u8>) {
@@ -177,6 +190,60 @@ mod tests {
             squeezer.squeeze_into(chunk, &mut out);
         }
         assert_eq!(out, b"abcd\\xef");
+    }
+
+    #[test]
+    fn an_escaped_backslash_escapes_nothing_after_it() {
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"ab\\\\ncd", b"ab\\\\ncd"),
+            (b"ab\\\\\\ncd", b"ab\\\\cd"),
+            (b"ab\\\\\\\\ncd", b"ab\\\\\\\\ncd"),
+            (b"\\\\n\\n\\\\\\t", b"\\\\n\\\\"),
+            (b"a\\ \\nb", b"a\\b"),
+        ];
+        for (data, squeezed) in cases {
+            assert_eq!(Squeezer::squeeze(data), squeezed);
+            // Cut anywhere, the same.
+            for cut in 0..=data.len() {
+                let mut squeezer = Squeezer::default();
+                let mut out = Vec::new();
+                squeezer.squeeze_into(&data[..cut], &mut out);
+                squeezer.squeeze_into(&data[cut..], &mut out);
+                assert_eq!(out, squeezed, "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_pending_backslash_is_kept_on_top_of_the_window() {
+        let mut squeezer = Squeezer::default();
+        let mut out = Vec::new();
+        squeezer.squeeze_into(b"abc", &mut out);
+        assert_eq!(squeezer.keep(10), 9);
+        squeezer.squeeze_into(b"\\", &mut out);
+        assert_eq!(squeezer.keep(10), 10);
+        squeezer.squeeze_into(b"\\", &mut out);
+        assert_eq!(squeezer.keep(10), 9);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn squeezing_in_chunks_is_squeezing_whole(
+            data in proptest::collection::vec(
+                proptest::sample::select(b"abn\\ \r\n\tt".to_vec()), 0..64),
+            cuts in proptest::collection::vec(0usize..64, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort_unstable();
+            let mut squeezer = Squeezer::default();
+            let mut out = Vec::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([data.len()]) {
+                squeezer.squeeze_into(&data[from..cut], &mut out);
+                from = cut;
+            }
+            proptest::prop_assert_eq!(out, Squeezer::squeeze(&data));
+        }
     }
 
     #[test]

@@ -97,9 +97,11 @@ pub(super) fn pending(
 /// grant of the projected refresh token at its login's token endpoint (no query, no
 /// content coding, every parameter once, keys decoded like values: docs/secrets.md,
 /// "Refreshes"); anything else carrying one is refused 403 before it is sent, so the real
-/// token is never swapped into it. `Err`: the refusal, audited on `line`.
+/// token is never swapped into it. `credentials` is the request's snapshot (the one its
+/// body swap was built from). `Err`: the refusal, audited on `line`.
 pub(super) async fn screen(
     context: &ConnContext,
+    credentials: &Credentials,
     pending: Option<Pending>,
     headers: &mut HeaderMap,
     body: Either<Incoming, Bytes>,
@@ -111,10 +113,17 @@ pub(super) async fn screen(
     let coded = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|value| !value.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let stale = stale_surrogates(credentials, &context.shared.credentials.load());
+    let in_text = |text: &[u8]| stale.iter().any(|s| contains(text, s.as_bytes()));
     let in_head = line
         .secrets
         .iter()
-        .any(|name| name.starts_with(airlock_credfiles::SECRET_PREFIX));
+        .any(|name| name.starts_with(airlock_credfiles::SECRET_PREFIX))
+        || headers.values().any(|value| in_text(value.as_bytes()))
+        || [&line.path, &line.query]
+            .into_iter()
+            .flatten()
+            .any(|text| in_text(text.as_bytes()));
     let refused = if in_head {
         Some(
             "a projected login's token may go to its token host only in a refresh grant's \
@@ -161,34 +170,75 @@ pub(super) async fn screen(
             }
         }
     };
-    match grant(context, &pending, &bytes, line) {
+    let watch = pending
+        .endpoint
+        .map(|index| &pending.refreshes.watches[index]);
+    let query = line.query.as_deref();
+    match grant((credentials, &stale), watch, query, &bytes) {
         Ok(grant) => pending.grant = grant,
         Err((reason, why)) => return Err(refuse_request(context, &pending, line, reason, &why)),
     }
     Ok((Either::Right(bytes), Some(pending), held))
 }
 
+/// The *retired* surrogates of projected logins: replaced by a refresh earlier in this
+/// run, in either store, including one current in `snapshot` (the request's store, its
+/// body swap's) but not in `latest` (a refresh that finished while the request came in).
+/// The provider has rotated their tokens: a request carrying one is refused whatever it
+/// is (replaying a rotated refresh token may revoke the new one).
+fn stale_surrogates(snapshot: &Credentials, latest: &Credentials) -> Vec<String> {
+    let current = latest.surrogates();
+    let projected = snapshot.surrogates();
+    let mut stale: Vec<String> = snapshot
+        .retired_surrogates()
+        .chain(latest.retired_surrogates())
+        .chain(projected.iter().map(|(n, s)| (n.as_str(), s.as_str())))
+        .filter(|(name, surrogate)| {
+            name.starts_with(airlock_credfiles::SECRET_PREFIX)
+                && !current.iter().any(|(_, now)| now == surrogate)
+        })
+        .map(|(_, surrogate)| surrogate.to_owned())
+        .collect();
+    stale.sort_unstable();
+    stale.dedup();
+    stale
+}
+
 /// Whether `body` is a refresh grant of the projected refresh token (`Ok(false)`: it
-/// carries no projected surrogate); `Err`: it carries one and is anything else.
+/// carries no projected surrogate); `Err`: it carries one and is anything else, or one of
+/// the `retired` surrogates ([`stale_surrogates`]). `snapshot` is the store the request's
+/// body swap was built from; `watch` is the login whose token endpoint the request goes
+/// to (a POST there).
 fn grant(
-    context: &ConnContext,
-    pending: &Pending,
+    (snapshot, retired): (&Credentials, &[String]),
+    watch: Option<&Watch>,
+    query: Option<&str>,
     body: &[u8],
-    line: &Line,
 ) -> Result<bool, (Reason, String)> {
-    let credentials = context.shared.credentials.load();
-    let projected: Vec<(String, String)> = credentials
+    let projected: Vec<(String, String)> = snapshot
         .surrogates()
         .into_iter()
         .filter(|(name, _)| name.starts_with(airlock_credfiles::SECRET_PREFIX))
         .collect();
+    if retired
+        .iter()
+        .any(|surrogate| contains(body, surrogate.as_bytes()))
+    {
+        return Err((
+            Reason::SecretOutOfScope,
+            "the request carries a projected login's token that an earlier refresh in this \
+             run replaced (the provider has rotated it; the CLI must read its credential \
+             file again)"
+                .to_owned(),
+        ));
+    }
     let carried = projected
         .iter()
         .any(|(_, surrogate)| contains(body, surrogate.as_bytes()));
     if !carried {
         return Ok(false);
     }
-    let Some(endpoint) = pending.endpoint else {
+    let Some(watch) = watch else {
         return Err((
             Reason::SecretOutOfScope,
             "a projected login's token may go to its token host only in a refresh grant \
@@ -196,7 +246,7 @@ fn grant(
                 .to_owned(),
         ));
     };
-    if line.query.as_deref().is_some_and(|query| !query.is_empty()) {
+    if query.is_some_and(|query| !query.is_empty()) {
         return Err((
             Reason::BodyUninspectable,
             "a refresh request with a query string is ambiguous (servers that merge query \
@@ -204,7 +254,6 @@ fn grant(
                 .to_owned(),
         ));
     }
-    let watch = &pending.refreshes.watches[endpoint];
     let refresh = watch.secret(Field::Refresh).and_then(|name| {
         projected
             .iter()
@@ -292,15 +341,20 @@ pub(super) async fn respond(
     exchange: Exchange,
     body_report: Option<&BodyReport>,
 ) -> Result<Answered, (Response<Incoming>, Exchange)> {
-    if !response.status().is_success() || pending.bodiless || asset(response.headers()) {
+    if !response.status().is_success() || pending.bodiless {
         return Err((response, exchange));
     }
     let carried = pending
         .endpoint
         .and_then(|index| pending.refreshes.watches[index].secret(Field::Refresh))
         .is_some_and(|name| body_report.is_some_and(|r| r.swapped().iter().any(|s| s == name)));
+    // A refresh's answer is never exempt, whatever it says its content type is: anything
+    // but the token JSON is a 502 there (docs/secrets.md, "Refreshes").
     if pending.grant && carried {
         return Ok(refresh(context, &pending, response, exchange).await);
+    }
+    if asset(response.headers()) {
+        return Err((response, exchange));
     }
     Ok(guard_answer(context, &pending, response, exchange).await)
 }
@@ -416,7 +470,8 @@ fn shown_tokens(surrogates: &Surrogates, expires_in: Option<u64>) -> NewTokens {
     shown
 }
 
-/// The answer's body, read whole and decoded, at most [`MAX_ANSWER`] bytes.
+/// The answer's body, read whole and decoded, at most [`MAX_ANSWER`] bytes, within the
+/// inspected-body time limit (`limits.body_timeout`; over it: an error, so a 502).
 async fn read_answer(
     context: &ConnContext,
     parts: &mut Parts,
@@ -438,7 +493,12 @@ async fn read_answer(
     }
     let mut held = Held::default();
     let budget = &context.shared.budget;
-    let collected = match body_guard::collect(&mut body, budget, &mut held, declared).await {
+    let deadline = context.shared.limits.body_timeout;
+    let reading = body_guard::collect(&mut body, budget, &mut held, declared);
+    let Ok(collected) = tokio::time::timeout(deadline, reading).await else {
+        return Err("the answer was not read whole in time");
+    };
+    let collected = match collected {
         Ok(collected) if collected.len() <= MAX_ANSWER => collected,
         Ok(_) => return Err("the answer is larger than airlock reads"),
         Err(Unread::Refused(airlock_policy::Reason::Overloaded)) => {
@@ -553,6 +613,95 @@ mod tests {
         assert!(contains(b"a=1&refresh_token=SUR&b", b"SUR"));
         assert!(!contains(b"a=1&refresh_token=SU%52", b"SUR"));
         assert!(!contains(b"abc", b""));
+    }
+
+    /// A Claude login's store: access and refresh surrogates `A1`/`R1`-shaped.
+    fn store() -> Credentials {
+        use airlock_policy::model::{Secret, SecretSource};
+        let secret = |name: &str, surrogate: &str| {
+            let mut secret = Secret::new(name, SecretSource::Value("x".into()));
+            secret.surrogate = Some(surrogate.into());
+            secret.body = true;
+            secret
+        };
+        Credentials::new(vec![
+            (
+                secret("file:claude:accessToken", "sk-ant-oat01-SURR-A1"),
+                "sk-ant-oat01-REAL-A1".into(),
+            ),
+            (
+                secret("file:claude:refreshToken", "sk-ant-ort01-SURR-R1"),
+                "sk-ant-ort01-REAL-R1".into(),
+            ),
+        ])
+        .expect("store")
+    }
+
+    fn watch() -> Watch {
+        Watch {
+            login: pure::Login::Claude,
+            file: "/nonexistent/.credentials.json".into(),
+            copy: None,
+            secrets: vec![
+                (Field::Access, "file:claude:accessToken".into()),
+                (Field::Refresh, "file:claude:refreshToken".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_retired_surrogate_is_refused_even_in_a_clean_grant() {
+        let v1 = store();
+        let v2 = v1
+            .refreshed(&[
+                Refresh {
+                    name: "file:claude:refreshToken".into(),
+                    real: "sk-ant-ort01-REAL-R2".into(),
+                    surrogate: "sk-ant-ort01-SURR-R2".into(),
+                },
+                Refresh {
+                    name: "file:claude:accessToken".into(),
+                    real: "sk-ant-oat01-REAL-A2".into(),
+                    surrogate: "sk-ant-oat01-SURR-A2".into(),
+                },
+            ])
+            .expect("refreshed");
+        let watch = watch();
+        let retired = stale_surrogates(&v2, &v2);
+        assert_eq!(retired.len(), 2, "{retired:?}");
+        let old = b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R1";
+        let new = b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R2";
+        let revoke = b"token=sk-ant-ort01-SURR-R1&token_type_hint=refresh_token";
+        // Before any refresh, the grant is clean.
+        assert_eq!(
+            grant((&v1, &stale_surrogates(&v1, &v1)), Some(&watch), None, old),
+            Ok(true)
+        );
+        // G3: the request's snapshot is v1, a refresh made v2 while its body came in.
+        let raced = grant((&v1, &stale_surrogates(&v1, &v2)), Some(&watch), None, old);
+        assert!(
+            matches!(raced, Err((Reason::SecretOutOfScope, _))),
+            "{raced:?}"
+        );
+        // A later request with the retired surrogate: refused, grant or not, any path.
+        for (body, watch) in [
+            (&old[..], Some(&watch)),
+            (&revoke[..], Some(&watch)),
+            (&old[..], None),
+        ] {
+            let got = grant((&v2, &retired), watch, None, body);
+            assert!(matches!(got, Err((Reason::SecretOutOfScope, _))), "{got:?}");
+        }
+        // A retired access surrogate anywhere too.
+        let access =
+            b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R2&x=sk-ant-oat01-SURR-A1";
+        assert!(grant((&v2, &retired), Some(&watch), None, access).is_err());
+        // The current surrogate is a clean grant; a body with no surrogate is no grant.
+        assert_eq!(grant((&v2, &retired), Some(&watch), None, new), Ok(true));
+        assert_eq!(
+            grant((&v2, &retired), Some(&watch), None, b"a=b"),
+            Ok(false)
+        );
     }
 
     #[test]

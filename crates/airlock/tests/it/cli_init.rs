@@ -58,10 +58,11 @@ fn init_writes_a_starter_that_checks_and_keeps_an_existing_file() {
 fn profile_list_and_show_print_the_built_in_profiles_with_their_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let list = stdout(&airlock(dir.path(), &["profile", "list"]));
-    for name in ["claude", "codex", "aider", "gemini"] {
+    for (name, version) in [("claude", 2), ("codex", 2), ("aider", 1), ("gemini", 1)] {
+        let version = format!("version {version} ");
         assert!(
             list.lines()
-                .any(|l| l.starts_with(name) && l.contains("version 1")),
+                .any(|l| l.starts_with(name) && l.contains(&version)),
             "{list}"
         );
     }
@@ -69,7 +70,7 @@ fn profile_list_and_show_print_the_built_in_profiles_with_their_versions() {
     assert_eq!(code(&shown), 0, "{}", shown.stderr);
     let text = stdout(&shown);
     assert!(
-        text.starts_with("# airlock profile `claude` (Claude Code), version 1."),
+        text.starts_with("# airlock profile `claude` (Claude Code), version 2."),
         "{text}"
     );
     for fragment in [

@@ -680,3 +680,59 @@ fn a_host_rename_over_a_projected_file_stops_the_run() {
     let audit = std::fs::read_to_string(run.log_path()).unwrap_or_default();
     assert!(!audit.contains(CLAUDE_REFRESH) && !audit.contains(canary));
 }
+
+/// Review 35 rereview G1: the same host rename over a *hidden* credential file (one that
+/// cannot be parsed, covered by `/dev/null` inside) while `~/.claude` is writable: the
+/// cover is detached the same way, so the run is stopped the same way.
+#[test]
+fn a_host_rename_over_a_hidden_file_stops_the_run() {
+    if !namespaces_available("a_host_rename_over_a_hidden_file_stops_the_run") {
+        return;
+    }
+    let run = RunHome::new();
+    let unparseable = format!("not json {{ \"accessToken\": \"{CLAUDE_ACCESS}\"");
+    let files = vec![(".claude/.credentials.json", unparseable)];
+    let policy =
+        "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
+    let home = make_home(&run, &files, policy);
+    let host = home.join(".claude/.credentials.json");
+    let started = home.join(".claude/started");
+    let canary = "sk-ant-oat01-HOSTrenamedHIDDEN0123456789abcdefghijklmnopqrstuvwxyz";
+    let renamer = {
+        let (host, started) = (host.clone(), started.clone());
+        let new = format!("{{\"claudeAiOauth\":{{\"accessToken\":\"{canary}\"}}}}");
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !started.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let tmp = host.with_file_name(".credentials.json.tmp.2");
+            std::fs::write(&tmp, new).expect("new file");
+            std::fs::rename(&tmp, &host).expect("rename over");
+        })
+    };
+    let script = "echo BEFORE; cat ~/.claude/.credentials.json; echo; touch ~/.claude/started; \
+                  i=0; while [ $i -lt 150 ]; do \
+                  cat ~/.claude/.credentials.json >/dev/null; sleep 0.1; i=$((i+1)); done; \
+                  echo FINISHED";
+    let (stdout, stderr, status) = run_in(&run, &home, &[], script);
+    renamer.join().expect("renamer");
+    assert!(stderr.contains("hidden: claude ("), "{stderr}");
+    assert_eq!(stdout.trim(), "BEFORE", "{stderr}");
+    assert_eq!(status, 125, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&host.display().to_string())
+            && stderr.contains("renamed over it on the host")
+            && stderr.contains("the run was stopped"),
+        "{stderr}"
+    );
+    let denied = run.audit_lines().into_iter().any(|line| {
+        line["kind"] == "credentials"
+            && line["decision"] == "deny"
+            && line["path"].as_str() == Some(host.to_string_lossy().as_ref())
+    });
+    assert!(denied, "no credentials deny line: {stderr}");
+    let audit = std::fs::read_to_string(run.log_path()).unwrap_or_default();
+    assert!(!audit.contains(CLAUDE_ACCESS) && !audit.contains(canary));
+    assert!(!stderr.contains(CLAUDE_ACCESS) && !stderr.contains(canary));
+}

@@ -810,3 +810,49 @@ print("MINT %d %s" % (status, text.replace("\n", " ")))
     );
     assert_eq!(std::fs::read(place.credentials()).expect("read"), before);
 }
+
+/// A refresh surrogate an earlier refresh in this run replaced (rereview35 G3) is refused
+/// 403 before it is sent, even in a clean refresh grant: replaying a rotated refresh token
+/// may revoke the new login. Only the first grant reached the server.
+#[test]
+fn a_retired_refresh_surrogate_is_refused_and_never_sent() {
+    let test = "a_retired_refresh_surrogate_is_refused_and_never_sent";
+    let Some((pki, place, server)) = setup("127.35.2.62", test, REAL_REFRESH) else {
+        return;
+    };
+    let script = r#"
+import json, os, urllib.request, urllib.error
+creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
+body = "grant_type=refresh_token&refresh_token=" + creds["refreshToken"] + "&client_id=c"
+for name in ["FIRST", "SECOND"]:
+    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
+        data=body.encode(), method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status, text = answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    print("%s %d %s" % (name, status, text.replace("\n", " ")))
+"#;
+    std::fs::write(place.project().join("retired.py"), script).expect("script");
+    if let Some(uid) = crate::support::test_user::uid() {
+        crate::support::test_user::chown_tree(&place.home(), uid);
+    }
+    let program = ["python3".to_owned(), "retired.py".to_owned()];
+    let output = place.run_program(&pki, "127.35.2.62", "audit.jsonl", &program);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
+    assert_eq!(code(&output), 0, "{context}");
+    assert!(marked(&stdout, "FIRST 200").is_some(), "{context}");
+    let second = marked(&stdout, "SECOND 403").expect(&context);
+    assert!(second.contains("earlier refresh"), "{context}");
+    let issued = issued(&server);
+    assert_eq!(issued.len(), 1, "{context}");
+    // The host file holds the first (and only) refresh's login.
+    let file = place.file();
+    assert_eq!(
+        file["claudeAiOauth"]["refreshToken"], issued[0]["refresh_token"],
+        "{context}"
+    );
+}
