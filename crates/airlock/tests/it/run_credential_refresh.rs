@@ -181,6 +181,20 @@ fn setup(address: &str, test: &str, refresh: &str) -> Option<(TestPki, Place, Mo
     Some((pki, place, server))
 }
 
+/// The run's stdout, and stdout and stderr together for assertion messages.
+fn outcome(output: &BoundedOutput) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
+    (stdout, context)
+}
+
+/// [`outcome`] of a run that must have exited 0.
+fn succeeded(output: &BoundedOutput) -> (String, String) {
+    let (stdout, context) = outcome(output);
+    assert_eq!(code(output), 0, "{context}");
+    (stdout, context)
+}
+
 /// The value after `marker ` on the output's line starting with it.
 fn marked<'a>(stdout: &'a str, marker: &str) -> Option<&'a str> {
     stdout
@@ -213,9 +227,7 @@ fn a_refresh_inside_run_gives_surrogates_and_writes_the_real_tokens_back() {
     };
     let owner = std::fs::metadata(place.credentials()).expect("stat").uid();
     let output = place.run(&pki, "127.35.2.35", "audit.jsonl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     let issued = issued(&server);
     assert_eq!(issued.len(), 1, "one refresh: {context}");
     let new_access = issued[0]["access_token"].as_str().expect("issued access");
@@ -288,9 +300,7 @@ fn a_refresh_answered_with_an_error_changes_nothing() {
     };
     let before = std::fs::read(place.credentials()).expect("read");
     let output = place.run(&pki, "127.35.2.36", "audit.jsonl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     let refused = marked(&stdout, "REFRESH 400").expect("the error passed on");
     assert!(refused.contains("invalid_grant"), "{context}");
     assert!(issued(&server).is_empty());
@@ -388,8 +398,7 @@ fn the_real_claude_code_refreshes_an_expired_login_and_calls_the_model() {
     let mut args = vec![executable.to_string_lossy().into_owned()];
     args.extend(claude.arguments());
     let output = place.run_program(&pki, "127.35.2.38", "audit.jsonl", &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
+    let (stdout, context) = outcome(&output);
     let requests = server.requests();
     let paths: Vec<String> = requests
         .iter()
@@ -466,9 +475,7 @@ fn a_refresh_answer_airlock_cannot_place_is_a_502_and_changes_nothing() {
     for place in [&first, &second] {
         let before = std::fs::read(place.credentials()).expect("read");
         let output = place.run(&pki, "127.35.2.39", "audit.jsonl");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-        assert_eq!(code(&output), 0, "{context}");
+        let (stdout, context) = succeeded(&output);
         assert!(marked(&stdout, "REFRESH 502").is_some(), "{context}");
         assert!(!stdout.contains("GARBLEDsecret") && !stdout.contains("sess-STRAY"));
         assert_eq!(std::fs::read(place.credentials()).expect("read"), before);
@@ -537,9 +544,7 @@ fn a_codex_refresh_keeps_the_id_token_claims_and_writes_back() {
     }
     let program = ["python3".to_owned(), "codex_client.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.40", "audit.jsonl", &program);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     let issued = issued(&server);
     assert_eq!(issued.len(), 1, "{context}");
     let new_id = issued[0]["id_token"].as_str().expect("id");
@@ -603,9 +608,7 @@ fn a_token_request_that_is_not_a_refresh_grant_is_never_written_back() {
     }
     let before = std::fs::read(place.credentials()).expect("read");
     let output = place.run(&pki, "127.35.2.41", "audit.jsonl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     assert!(issued(&server).is_empty(), "{context}");
     assert!(marked(&stdout, "REFRESH 403").is_some(), "{context}");
     assert!(!stdout.contains(REAL_REFRESH), "{context}");
@@ -780,9 +783,7 @@ print("MINT %d %s" % (status, text.replace("\n", " ")))
     let before = std::fs::read(place.credentials()).expect("read");
     let program = ["python3".to_owned(), "attack.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.61", "audit.jsonl", &program);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     let formkey = marked(&stdout, "FORMKEY 403").expect(&context);
     assert!(formkey.contains("ambiguous"), "{context}");
     let own = marked(&stdout, "OWNLOGIN 502").expect(&context);
@@ -841,9 +842,7 @@ for name in ["FIRST", "SECOND"]:
     }
     let program = ["python3".to_owned(), "retired.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.62", "audit.jsonl", &program);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    assert_eq!(code(&output), 0, "{context}");
+    let (stdout, context) = succeeded(&output);
     assert!(marked(&stdout, "FIRST 200").is_some(), "{context}");
     let second = marked(&stdout, "SECOND 403").expect(&context);
     assert!(second.contains("earlier refresh"), "{context}");
