@@ -50,6 +50,7 @@
 //! the typed event beside the text ([`LineTap`]).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod ack;
 pub mod chain;

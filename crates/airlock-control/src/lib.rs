@@ -8,6 +8,7 @@
 //! writer thread's non-blocking tap.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod events;
 pub mod metrics;

@@ -8,6 +8,7 @@
 //! docs/secrets.md).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod body;
 mod finder;

@@ -42,7 +42,7 @@ pub(crate) struct Found {
 impl Found {
     /// A token of `slot`; `named` is the host the file names beside it (for slots whose
     /// hosts come from the file).
-    pub fn new(
+    pub(crate) fn new(
         slot: &'static Slot,
         label: impl Into<String>,
         real: impl Into<String>,

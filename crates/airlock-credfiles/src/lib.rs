@@ -10,6 +10,7 @@
 //! error, and the caller hides the file: it is never shown raw.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod formats;
 mod json_stores;

@@ -3,9 +3,10 @@
 //! and shown to the command with surrogates ([`surrogate_response`]), and the pure
 //! rewrite of a host file with the refreshed tokens ([`rewrite_file`]), byte-exact outside
 //! the values that change. What a request to a token host may carry and what its answer
-//! may hold: [`request`].
+//! may hold: [`request`]. Which scopes a refresh must keep: [`scope`].
 
 pub mod request;
+pub mod scope;
 mod spans;
 
 use std::path::PathBuf;
@@ -101,6 +102,27 @@ impl Field {
 
     /// Every field, in answer order.
     pub const ALL: [Field; 3] = [Field::Access, Field::Refresh, Field::Id];
+}
+
+/// Whether `login`'s `field` is *inert* (docs/secrets.md, "Credential files", `never`):
+/// its file shows a surrogate but no secret is made of it, so it is never swapped to any
+/// host (Codex's `id_token`). A refresh's new value of it gets a new surrogate for the
+/// command and goes to the host file, but into no credential store.
+pub fn inert(login: Login, field: Field) -> bool {
+    let store = match login {
+        Login::Claude => crate::Store::Claude,
+        Login::Codex => crate::Store::Codex,
+    };
+    let (_, keys) = placements(login);
+    keys.iter()
+        .filter(|(_, f)| *f == field)
+        .filter_map(|(key, _)| {
+            crate::stores::spec(store)
+                .slots
+                .iter()
+                .find(|slot| slot.field == *key)
+        })
+        .any(|slot| slot.sent == crate::stores::Sent::Never)
 }
 
 /// What the proxy watches for one projected login: its endpoints, the secrets its

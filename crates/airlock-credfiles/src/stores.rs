@@ -15,7 +15,9 @@ pub enum Sent {
     /// Never: the copy shows a surrogate, but no secret is made of it, so it is never
     /// swapped back (a refresh token whose refresh no watch covers: the answer's new
     /// tokens would reach the command raw; the client gets `invalid_grant` and signs in
-    /// again).
+    /// again; Codex's OpenID `id_token`, which the CLI only reads locally for its claims,
+    /// kept by its surrogate, and which no request of the CLI needs but a token exchange
+    /// that mints an API key).
     Never,
 }
 
@@ -136,7 +138,7 @@ static TABLE: [StoreSpec; 8] = [
                 "id_token",
                 "`tokens.id_token`",
                 Hosts::Fixed(CODEX_TOKEN_HOSTS),
-                Sent::Body,
+                Sent::Never,
             ),
             slot(
                 "refresh_token",

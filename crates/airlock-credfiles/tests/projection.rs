@@ -105,6 +105,34 @@ fn codex_jwts_keep_their_claims() {
     );
 }
 
+/// rereview35 G7: Codex's `id_token` is shown as a surrogate (claims kept) but no secret
+/// is made of it, with or without a refresh token: it is never swapped to any host.
+#[test]
+fn codex_id_tokens_are_inert_surrogates() {
+    let id = jwt("id");
+    let access = jwt("access");
+    for refresh in [",\"refresh_token\":\"rt_REALrefreshCANARY0123456789\"", ""] {
+        let text =
+            format!(r#"{{"tokens":{{"id_token":"{id}","access_token":"{access}"{refresh}}}}}"#);
+        let (out, projection) = projected(Store::Codex, &text, &[&id, &access]);
+        let value: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let shown = value["tokens"]["id_token"].as_str().expect("id");
+        assert_ne!(shown, id);
+        assert_eq!(
+            shown.rsplit_once('.').map(|(h, _)| h),
+            id.rsplit_once('.').map(|(h, _)| h)
+        );
+        assert!(
+            !projection
+                .secrets
+                .iter()
+                .any(|secret| secret.name.contains("id_token")),
+            "{:?}",
+            projection.secrets
+        );
+    }
+}
+
 #[test]
 fn gh_tokens_go_to_their_host_and_its_api() {
     let token = "gho_REALghCANARY0123456789abcdefghijkl";

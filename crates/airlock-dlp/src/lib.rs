@@ -8,6 +8,7 @@
 //! format, add a row to [`FORMATS`]; nothing else changes.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 /// What may follow a format's prefix.
 #[derive(Clone, Copy, Debug)]

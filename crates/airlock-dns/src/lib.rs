@@ -29,7 +29,7 @@
 //! a server returns an error only when its socket itself fails.
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod answer;
 mod map;

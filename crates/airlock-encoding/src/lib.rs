@@ -13,6 +13,7 @@
 //! the zlib wrapping RFC 9110 names and, as browsers do, a raw deflate stream.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 use std::io;
 

@@ -22,6 +22,7 @@
 //! format carries a line and column.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod airut;
 pub mod sandbox0;

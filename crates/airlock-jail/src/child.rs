@@ -59,6 +59,8 @@ pub(crate) struct ChildPlan {
     pub(crate) bind_files: Vec<(CString, CString)>,
     /// Filesystem confinement, when asked for.
     pub(crate) fs: Option<confine::FsPlan>,
+    /// Run-private directories shown over host directories.
+    pub(crate) private_dirs: Vec<crate::private_dir::PrivatePlan>,
     /// TCP ports to listen on, deduplicated, DNS included.
     pub(crate) tcp_ports: Vec<u16>,
     /// Working directory of the command.
@@ -349,8 +351,8 @@ fn path_of(path: &CString) -> &std::path::Path {
     std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()))
 }
 
-/// The jail's mount namespace: with a filesystem plan, the host read-only, the hidden
-/// paths covered, then the private `/dev` and `/tmp` and the writable and protected binds
+/// The jail's mount namespace: with a filesystem plan, the host read-only, the run-private
+/// directories shown ([`crate::private_dir`]), the hidden paths covered, then the private `/dev` and `/tmp` and the writable and protected binds
 /// (docs/security.md); last the files bound read-only (the CA bundle). Sources are opened
 /// first, so a bind still finds what lies in a directory covered later; writable binds are
 /// recursive, so a hidden path inside a writable directory stays covered.
@@ -369,9 +371,11 @@ fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
         .map_err(|e| (SetupStep::BindFile, Some(index as u32), e.into()))?;
         bind_sources.push(fd);
     }
+    let private_sources = crate::private_dir::open_sources(&plan.private_dirs)?;
     if plan.fs.is_some() {
         confine::read_only_host()?;
     }
+    let private_mounted = crate::private_dir::mount_all(&plan.private_dirs, &private_sources)?;
     for (index, path) in plan.hide_paths.iter().enumerate() {
         match hide(plan, sources.as_ref(), path) {
             Err((SetupStep::HidePath, _, e)) => {
@@ -394,7 +398,7 @@ fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
         }
     }
     if let (Some(fs), Some(sources)) = (&plan.fs, &sources) {
-        confine::confine(fs, sources)?;
+        confine::confine(fs, sources, &private_mounted)?;
     }
     for (index, ((_, destination), fd)) in plan.bind_files.iter().zip(&bind_sources).enumerate() {
         bind_file(fd, destination, plan.fs.is_some())

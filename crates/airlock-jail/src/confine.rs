@@ -58,6 +58,9 @@ pub(crate) struct FsPlan {
     pub(crate) protected: Vec<CString>,
     /// Paths inside hidden directories shown again, read-only.
     pub(crate) reexposed: Vec<CString>,
+    /// Targets of the run-private directories ([`crate::private_dir`]): a writable
+    /// directory that is one is bound from the private directory, not from the host.
+    pub(crate) private_targets: Vec<CString>,
     /// Whether Landlock is applied as a second layer (where the kernel has it).
     pub(crate) landlock: bool,
 }
@@ -108,7 +111,7 @@ fn dev_path(name: &CStr) -> CString {
 }
 
 /// `/proc/self/fd/N` for a descriptor: a bind source that needs no path.
-fn fd_path(fd: &OwnedFd) -> CString {
+pub(crate) fn fd_path(fd: &OwnedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
 }
 
@@ -120,8 +123,14 @@ pub(crate) fn read_only_host() -> Result<(), Failure> {
 /// After the hidden paths are covered: the private `/dev`, `/tmp` and `/var/tmp`, the
 /// writable binds (recursive, so hidden paths below them stay covered), the directories
 /// leading to each protected path made mount points ([`anchors_of`]) and the protected
-/// binds inside them.
-pub(crate) fn confine(plan: &FsPlan, sources: &Sources) -> Result<(), Failure> {
+/// binds inside them. A writable directory that is the target of a private directory
+/// is bound from that directory's mount (`private`, in the order of
+/// `plan.private_targets`) instead of the host's.
+pub(crate) fn confine(
+    plan: &FsPlan,
+    sources: &Sources,
+    private: &[OwnedFd],
+) -> Result<(), Failure> {
     build_dev(sources).map_err(|e| (SetupStep::MinimalDev, None, e))?;
     for dir in PRIVATE_TMP {
         // A writable directory that is this very directory (`cd /tmp && airlock run`)
@@ -136,6 +145,12 @@ pub(crate) fn confine(plan: &FsPlan, sources: &Sources) -> Result<(), Failure> {
         }
     }
     for (index, (path, fd)) in plan.writable.iter().zip(&sources.writable).enumerate() {
+        let fd = plan
+            .private_targets
+            .iter()
+            .position(|target| target == path)
+            .and_then(|at| private.get(at))
+            .unwrap_or(fd);
         bind_writable(path, fd).map_err(|e| (SetupStep::WritablePath, Some(index as u32), e))?;
     }
     for (index, path) in plan.writable.iter().enumerate() {
@@ -237,7 +252,7 @@ fn is_mount_point(dir: &CStr) -> io::Result<bool> {
 
 /// `mount_setattr(2)`: sets or clears `MOUNT_ATTR_RDONLY` on the mount at `path` (and
 /// every mount below it when `recursive`).
-fn set_read_only(path: &CStr, recursive: bool, read_only: bool) -> io::Result<()> {
+pub(crate) fn set_read_only(path: &CStr, recursive: bool, read_only: bool) -> io::Result<()> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -353,7 +368,7 @@ fn bind_writable(path: &CString, fd: &OwnedFd) -> io::Result<()> {
 }
 
 /// Binds `source` (with the mounts below it) over `target`.
-fn bind_tree(source: &CStr, target: &CStr) -> nix::Result<()> {
+pub(crate) fn bind_tree(source: &CStr, target: &CStr) -> nix::Result<()> {
     mount(
         Some(source),
         target,

@@ -104,6 +104,7 @@ impl JailEntry {
             writable,
             protected: Vec::new(),
             reexposed: Vec::new(),
+            private_targets: Vec::new(),
             landlock: true,
         });
         Ok(())

@@ -69,11 +69,13 @@ pub enum SetupStep {
     OwnSession,
     /// Installing the command's system-call filter (`no_new_privs`, seccomp).
     SystemCallFilter,
+    /// Showing a run-private directory in place of a host directory.
+    PrivateDir,
 }
 
 impl SetupStep {
     /// Every step, in the order of their wire codes.
-    const ALL: [SetupStep; 31] = [
+    const ALL: [SetupStep; 32] = [
         SetupStep::ParentDeathSignal,
         SetupStep::CloseInheritedDescriptors,
         SetupStep::Unshare,
@@ -105,6 +107,7 @@ impl SetupStep {
         SetupStep::Landlock,
         SetupStep::OwnSession,
         SetupStep::SystemCallFilter,
+        SetupStep::PrivateDir,
     ];
 
     /// The step's one-byte code on the jail's control socket.
@@ -152,6 +155,7 @@ impl SetupStep {
             SetupStep::Landlock => "applying the Landlock rules",
             SetupStep::OwnSession => "starting the command's own session",
             SetupStep::SystemCallFilter => "installing the system-call filter",
+            SetupStep::PrivateDir => "showing a run-private directory",
         }
     }
 }

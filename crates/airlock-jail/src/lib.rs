@@ -43,6 +43,7 @@
 //!         hide_paths: vec!["/home/me/.config/airlock".into()],
 //!         hide_if_present: Vec::new(),
 //!         bind_files: Vec::new(),
+//!         private_dirs: Vec::new(),
 //!         filesystem: None,
 //!         stdio: None,
 //!         terminal: None,
@@ -65,7 +66,7 @@
 //! ```
 
 #![cfg(target_os = "linux")]
-#![warn(missing_docs)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod addr;
 mod capture;
@@ -76,6 +77,7 @@ mod enter;
 mod error;
 mod netlink;
 mod parent;
+mod private_dir;
 mod seccomp;
 mod terminal;
 mod wire;
@@ -118,6 +120,11 @@ pub struct JailSpec {
     /// error). Binds are made before hiding, so a source may lie inside a
     /// hidden directory; a destination inside one stays hidden.
     pub bind_files: Vec<(PathBuf, PathBuf)>,
+    /// Run-private directories shown in place of host directories (docs/secrets.md,
+    /// "Private parent directories"), made after the host tree is read-only and before the
+    /// hidden paths are covered; a writable directory that is one's target is not bound
+    /// again. A failure fails the jail (exit 125).
+    pub private_dirs: Vec<PrivateDir>,
     /// Filesystem confinement (docs/security.md): `None` keeps the host's files as the
     /// user sees them (only `hide_paths` covered).
     pub filesystem: Option<FsConfinement>,
@@ -129,6 +136,27 @@ pub struct JailSpec {
     /// command's controlling terminal. Without one the command keeps airlock's streams.
     /// Either way it runs in a session of its own.
     pub terminal: Option<JailTerminal>,
+}
+
+/// A directory prepared by the launcher (`source`) shown over a host directory (`target`)
+/// inside the jail. Each name in `live` must exist in both: the host's entry is bound over
+/// the placeholder of the same name (with what lies below it; never through a link: an
+/// entry that became a link, vanished or changed kind since leaves its placeholder empty).
+/// Every other name of `source` is its own: a host program renaming, creating or removing
+/// that name in `target` changes nothing inside. Names in `read_only` are bound read-only
+/// over themselves (writes fail with `EROFS`, renames and removals with `EBUSY`).
+#[derive(Debug, Clone, Default)]
+pub struct PrivateDir {
+    /// The host directory it is shown over (absolute, canonical, an existing directory).
+    pub target: PathBuf,
+    /// The prepared directory (absolute, not reachable by the command).
+    pub source: PathBuf,
+    /// Names of `target`'s entries bound live over `source`'s placeholders.
+    pub live: Vec<OsString>,
+    /// Names in `source` made read-only.
+    pub read_only: Vec<OsString>,
+    /// Whether the command may write in it and in its live entries.
+    pub writable: bool,
 }
 
 /// The far end of the command's pseudo-terminal ([`Terminal`]), and which of the

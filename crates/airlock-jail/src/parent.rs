@@ -156,6 +156,7 @@ struct FailurePaths {
     writable: Vec<std::path::PathBuf>,
     protected: Vec<std::path::PathBuf>,
     reexposed: Vec<std::path::PathBuf>,
+    private: Vec<std::path::PathBuf>,
 }
 
 impl FailurePaths {
@@ -171,6 +172,7 @@ impl FailurePaths {
             writable: fs.writable,
             protected: fs.protected,
             reexposed: fs.readable_exceptions,
+            private: spec.private_dirs.iter().map(|d| d.target.clone()).collect(),
         }
     }
 
@@ -182,6 +184,7 @@ impl FailurePaths {
             SetupStep::WritablePath => &self.writable,
             SetupStep::ProtectPath => &self.protected,
             SetupStep::ReexposePath => &self.reexposed,
+            SetupStep::PrivateDir => &self.private,
             _ => return JailError::from_setup(step, None, errno),
         };
         let path = item.and_then(|index| list.get(index as usize)).cloned();
@@ -628,6 +631,12 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         })
         .collect::<Result<Vec<_>, JailError>>()?;
 
+    let private_dirs = spec
+        .private_dirs
+        .iter()
+        .map(crate::private_dir::plan)
+        .collect::<Result<Vec<_>, _>>()?;
+
     // SAFETY: these getters have no preconditions.
     let (uid, gid, parent_pid) = unsafe { (libc::geteuid(), libc::getegid(), libc::getpid()) };
     Ok(ChildPlan {
@@ -638,7 +647,12 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         hide_paths,
         hide_if_present,
         bind_files,
-        fs: spec.filesystem.as_ref().map(fs_plan).transpose()?,
+        fs: spec
+            .filesystem
+            .as_ref()
+            .map(|fs| fs_plan(fs, &private_dirs))
+            .transpose()?,
+        private_dirs,
         tcp_ports,
         cwd: c_string(spec.cwd.as_os_str(), "the working directory")?,
         program_candidates,
@@ -658,7 +672,10 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
 }
 
 /// The filesystem part of the plan: every path absolute, as C strings.
-fn fs_plan(fs: &crate::FsConfinement) -> Result<FsPlan, JailError> {
+fn fs_plan(
+    fs: &crate::FsConfinement,
+    private: &[crate::private_dir::PrivatePlan],
+) -> Result<FsPlan, JailError> {
     let convert = |paths: &[std::path::PathBuf], what: &str| {
         paths
             .iter()
@@ -677,6 +694,7 @@ fn fs_plan(fs: &crate::FsConfinement) -> Result<FsPlan, JailError> {
         writable: convert(&fs.writable, "a writable path")?,
         protected: convert(&fs.protected, "a protected path")?,
         reexposed: convert(&fs.readable_exceptions, "a readable exception")?,
+        private_targets: private.iter().map(|dir| dir.target.clone()).collect(),
         landlock: fs.landlock,
     })
 }

@@ -16,6 +16,7 @@
 //! passed on byte for byte (ids of any JSON type stay exactly as sent).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod args;
 mod body_guard;

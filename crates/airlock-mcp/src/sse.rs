@@ -10,7 +10,7 @@ use crate::{BODY_LIMIT, Uninspectable, filter_response};
 
 /// Decides whether an `endpoint` event's path (old HTTP+SSE transport) is covered by the
 /// same `mcp` rule, so that the client's POSTs there are inspected too.
-pub type EndpointCheck = Box<dyn Fn(&str) -> bool + Send + Sync>;
+pub(crate) type EndpointCheck = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// A streaming filter for one event stream.
 pub struct SseFilter {

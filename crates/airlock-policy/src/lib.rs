@@ -19,6 +19,7 @@
 //!    a policy file's text.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod ask;
 pub mod canonical;

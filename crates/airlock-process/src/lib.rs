@@ -15,6 +15,7 @@
 //! with rules.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod procfs;
 

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use airlock_policy::canonical::{Host, canonical_host};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
@@ -368,9 +370,19 @@ pub fn default_dir() -> Result<PathBuf, CaError> {
     std::path::absolute(&dir).map_err(|source| CaError::Absolute { path: dir, source })
 }
 
+/// File name of the lock taken while a CA is created in the CA directory.
+pub const LOCK_FILE: &str = ".ca.lock";
+
+/// How long [`init`] waits for another process creating the CA in the same directory.
+const LOCK_WAIT: Duration = Duration::from_secs(20);
+
 /// Creates a CA in `dir` unless a complete one is there (then it is kept, unless `force`).
 /// The directory is created with mode 0700; `ca-key.pem` (0600) and `ca.pem` (0644) are each
 /// written to a temporary file and renamed into place, so neither is ever half-written.
+/// Creation holds an exclusive lock (`flock` on [`LOCK_FILE`] in `dir`, waited for at most
+/// 20 s) and looks for a complete CA again under it, so that runs starting at once on a
+/// fresh directory all use the one CA the first of them wrote, never a key of one and
+/// the certificate of another.
 pub fn init(dir: &Path, force: bool) -> Result<InitOutcome, CaError> {
     let (cert_path, key_path) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
     if !force && cert_path.is_file() && key_path.is_file() {
@@ -392,11 +404,51 @@ pub fn init(dir: &Path, force: bool) -> Result<InitOutcome, CaError> {
             });
         }
     }
+    let _lock = lock_dir(dir)?;
+    if !force && cert_path.is_file() && key_path.is_file() {
+        return Ok(InitOutcome::Kept);
+    }
     let (_, files) = CertificateAuthority::generate()?;
     // Key first: a crash in between leaves no certificate, which `init` treats as no CA.
     write_atomically(&key_path, files.key_pem.as_bytes(), 0o600)?;
     write_atomically(&cert_path, files.cert_pem.as_bytes(), 0o644)?;
     Ok(InitOutcome::Created)
+}
+
+/// The exclusive lock of the CA directory `dir` ([`LOCK_FILE`], created 0600, not
+/// followed if a link), waited for at most [`LOCK_WAIT`]; released when dropped.
+fn lock_dir(dir: &Path) -> Result<Flock<fs::File>, CaError> {
+    let path = dir.join(LOCK_FILE);
+    let error = |source| CaError::Write {
+        path: path.clone(),
+        source,
+    };
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(error)?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => return Ok(locked),
+            Err((back, Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(error(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "another process held the CA directory's lock for 20 s",
+                )));
+            }
+            Err((_, errno)) => return Err(error(io::Error::from(errno))),
+        }
+    }
 }
 
 /// SHA-256 of `der` as colon-separated upper-case hex.

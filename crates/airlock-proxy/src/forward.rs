@@ -10,8 +10,13 @@
 //! 6. *forward* and back ([`respond`]): sent through the pooling client, the response
 //!    relayed, filtered or scrubbed.
 //!
-//! A step that stops the request hands back its answer, audited ([`answer`]); an allowed
-//! request's audit line is written when its response body ends.
+//! The request's one policy snapshot and one credentials snapshot are taken once, before
+//! *identify*; after *decide* its [`state::RequestState`] (the snapshots, the destination,
+//! the audit line, the body guards, the [`answer::Auditor`]) is built once, and each later
+//! step borrows from it only what it needs, never the connection context (only *screen*,
+//! *identify* and the refresh steps take that). A step that stops the request hands back
+//! its answer, audited ([`answer`]); an allowed request's audit line is written when its
+//! response body ends.
 
 mod answer;
 mod credentials;
@@ -21,25 +26,28 @@ mod inspect;
 mod outbound;
 mod refresh;
 mod respond;
+mod state;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_audit::AuditLog;
+use airlock_credentials::{BodySwap, GuardStream, Prepared};
 use airlock_policy::{Decision, Reason};
 use futures_util::FutureExt as _;
+use http::request::Parts;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 
-use self::answer::{Answered, Seen};
+use self::answer::{Answered, Auditor};
+use self::state::{RequestState, Snapshot, Verdict};
 use crate::body::ProxyBody;
 use crate::context::ConnContext;
-use crate::mcp;
 use crate::record::Line;
 use crate::refusal;
 use crate::websocket;
-use airlock_credentials::Prepared;
 
 /// Serves one request arriving on `context`'s connection. The steps' future is mapped,
 /// not awaited inside another one, so that it is not moved once more per request
@@ -51,6 +59,19 @@ pub(crate) fn serve(
     steps(context, request).map(|answered| Ok(answered.unwrap_or_else(|answered| answered)))
 }
 
+/// An allowed request's head and body, with what the credentials step prepared for them.
+struct Allowed {
+    parts: Parts,
+    body: Incoming,
+    /// The client's side of the upgrade the request asks for.
+    on_client_upgrade: Option<OnUpgrade>,
+    /// The outbound guard's search of the body (of the messages, for an upgrade).
+    guard: Option<GuardStream>,
+    body_swap: Option<BodySwap>,
+    /// The destination is a secret's host: its response is scrubbed.
+    scrub: bool,
+}
+
 /// The steps in order; `Err` is an answer given before the request was forwarded.
 async fn steps(
     context: Arc<ConnContext>,
@@ -59,70 +80,47 @@ async fn steps(
     let context = &context;
     let request = identify::screen(context, request).await?;
     let started = Instant::now();
-    let (mut request, identified) = identify::identify(context, request)?;
-    // One snapshot of the policy and one of the credentials serve the whole request, even
-    // if either is swapped meanwhile.
-    let policy = context.shared.policy.load_full();
-    let credentials = context.shared.credentials.load_full();
-    let raw_path = request.uri().path();
-    let caller = context.program();
-    let decided = decide::decide(&policy, context.shared.mode, identified, raw_path, caller);
-    if !decided.goes_on() {
-        let seen = decided.seen;
-        return Err(refuse_draining(
-            context,
-            decided.decision,
-            seen,
-            request.into_body(),
-        ));
-    }
-    let seen = decided.seen;
-    let mcp_rule = mcp::rule_for(&policy, &decided.destination.host, &seen.path);
-    let rule = decided.decision.rule.as_ref();
-    let headers = request.headers();
-    let upgrade =
-        match websocket::check_upgrade(request.version(), headers, mcp_rule.as_ref(), rule) {
-            Ok(upgrade) => upgrade,
-            Err(refusal) => {
-                return Err(refuse_draining(context, refusal, seen, request.into_body()));
-            }
-        };
+    // One snapshot of the policy and one of the credentials serve the whole request, from
+    // the guard on its names to its response's scrub, even if either is swapped meanwhile.
+    let shared = &context.shared;
+    let snapshot = Snapshot::take(&shared.policy, &shared.credentials);
+    let (mut request, mut state, verdict) = decided(context, &snapshot, request, started)?;
+    let rule = verdict.decision.rule.as_ref();
+    let (version, headers) = (request.version(), request.headers());
+    let upgrade = match websocket::check_upgrade(version, headers, state.mcp_rule.as_ref(), rule) {
+        Ok(upgrade) => upgrade,
+        Err(refusal) => return Err(refuse_draining(state, refusal, request.into_body())),
+    };
     let on_client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
-    let mut path_and_query = decided.path_and_query;
-    let destination = decided.destination;
     let swapped = credentials::swap_credentials(
-        &credentials,
-        &policy,
-        &destination,
-        &decided.scope,
-        &mut path_and_query,
+        state.credentials,
+        state.policy,
+        &state.destination,
+        &verdict.scope,
+        &mut state.path_and_query,
         &mut parts.headers,
     );
     let prepared = match swapped {
         Ok(prepared) => prepared,
         Err(refusal) => {
-            let decision = Decision::deny(refusal.reason, decided.decision.rule);
-            let line = seen.line_of(context);
+            let decision = Decision::deny(refusal.reason, verdict.decision.rule);
+            let (auditor, credentials) = (state.auditor, state.credentials);
             let response =
-                credentials::refuse_credential(context, &credentials, decision, refusal, line);
+                credentials::refuse_credential(auditor, credentials, decision, refusal, state.line);
             return Err(answer::after_draining(body, response));
         }
     };
-    let key =
-        || crate::ask::request_key(&seen.method, seen.host.clone(), seen.port, Some(&seen.path));
-    // The program behind the request goes with its ask (docs/watch.md).
-    let process = || {
-        let caller = context.caller.as_ref()?;
-        serde_json::to_value(&caller.process).ok()
-    };
-    let (decision, asked) =
-        decide::hold(&context.shared, decided.ask, key, decided.decision, process).await;
-    let refresh = refresh::pending(context, &seen.method, &destination.host, &seen.path);
-    let mut line = seen.line_of(context);
-    line.asked = asked;
+    let (decision, asked) = hold(&shared.asks, &state, verdict.ask, verdict.decision).await;
+    let refresh = refresh::pending(
+        context,
+        state.method(),
+        &state.destination.host,
+        state.path(),
+    );
+    state.line.asked = asked;
     if !decision.is_allow() {
-        let response = answer::refuse_line(context, decision, line);
+        let response = state.auditor.refuse_line(decision, state.line);
         return Err(answer::after_draining(body, response));
     }
     let Prepared {
@@ -132,83 +130,203 @@ async fn steps(
         guard,
         logged,
     } = prepared;
-    let mut line = allowed_line(line, decision, decided.would, secrets, &logged);
-    if policy.policy().audit.traceparent {
-        line.trace = Some(crate::traceparent::apply(&mut parts.headers, line.id));
+    allow(&mut state.line, decision, verdict.would, secrets, &logged);
+    if state.policy.policy().audit.traceparent {
+        state.line.trace = Some(crate::traceparent::apply(&mut parts.headers, state.line.id));
     }
+    let allowed = Allowed {
+        parts,
+        body,
+        on_client_upgrade,
+        guard,
+        body_swap,
+        scrub,
+    };
+    forward_allowed(context, state, allowed, refresh).await
+}
+
+/// *identify* and *decide*: the request's state, built once from the decision on
+/// `snapshot`'s policy; a request refused here (not held for an ask) is answered.
+// An answer is the response itself (152 bytes); boxing it would allocate on every
+// refusal to spare a move on a path that ends here.
+#[allow(clippy::result_large_err)]
+fn decided<'r>(
+    context: &'r ConnContext,
+    snapshot: &'r Snapshot,
+    request: Request<Incoming>,
+    started: Instant,
+) -> Result<(Request<Incoming>, RequestState<'r>, Verdict<'r>), Answered> {
+    let names = (&*snapshot.policy, &*snapshot.credentials);
+    let (request, identified) = identify::identify(context, names, request)?;
+    let raw_path = request.uri().path();
+    let mode = context.shared.mode;
+    let decided = decide::decide(
+        &snapshot.policy,
+        mode,
+        identified,
+        raw_path,
+        context.program(),
+    );
+    let goes_on = decided.goes_on();
+    let (state, verdict) = RequestState::new(snapshot, Auditor::of(context), decided, started);
+    if !goes_on {
+        return Err(refuse_draining(
+            state,
+            verdict.decision,
+            request.into_body(),
+        ));
+    }
+    Ok((request, state, verdict))
+}
+
+/// *ask*: the decision to act on once a held refusal is answered, and whether it was
+/// asked about (the request's key and the program behind it go with the ask).
+async fn hold(
+    asks: &crate::ask::Asks,
+    state: &RequestState<'_>,
+    ask: Option<Reason>,
+    decision: Decision,
+) -> (Decision, bool) {
+    let line = &state.line;
+    let key = || {
+        crate::ask::request_key(
+            state.method(),
+            line.host.clone(),
+            line.port,
+            Some(state.path()),
+        )
+    };
+    // The program behind the request goes with its ask (docs/watch.md).
+    let process = || state.auditor.process();
+    decide::hold(asks, ask, key, decision, process).await
+}
+
+/// The steps of an allowed request: *body*, *refresh* (its request), *outbound*, then
+/// *forward* and back; the answer passes the audit gate.
+async fn forward_allowed(
+    context: &ConnContext,
+    state: RequestState<'_>,
+    allowed: Allowed,
+    refresh: Option<refresh::Pending>,
+) -> Result<Answered, Answered> {
+    let shared = &context.shared;
+    let Allowed {
+        mut parts,
+        body,
+        on_client_upgrade,
+        guard,
+        body_swap,
+        scrub,
+    } = allowed;
     let inspect::Body {
         body,
         mcp_guard,
         held: _held,
     } = inspect::request_body(
-        context,
-        (mcp_rule, &decided.body_guards),
-        &destination,
+        (&shared.budget, shared.limits.body_timeout),
+        (state.auditor, state.policy),
+        (state.mcp_rule, &state.body_guards),
+        &state.destination,
         &mut parts.headers,
         body,
-        &line,
+        &state.line,
     )
     .await?;
     let (body, refresh, _refresh_held) = refresh::screen(
         context,
-        &credentials,
+        state.credentials,
         refresh,
         &mut parts.headers,
         body,
-        &line,
+        &state.line,
     )
     .await?;
-    let uri = outbound::target(context, &destination, &path_and_query, &line)?;
+    let (destination, line) = (&state.destination, &state.line);
+    let uri = outbound::target(
+        state.auditor.audit,
+        destination,
+        &state.path_and_query,
+        line,
+    )?;
     let mut plan = outbound::Plan {
         uri,
         on_client_upgrade,
         guard,
         body_swap,
-        body_guards: &decided.body_guards,
+        body_guards: &state.body_guards,
     };
-    let upgrade = outbound::reserve_upgrade(context, &mut plan, &mut parts.headers, &line).await?;
-    let outbound = outbound::assemble(context, plan, (parts, body), (line, upgrade), started)?;
+    let with = (&shared.budget, state.auditor);
+    let upgrade = outbound::reserve_upgrade(with, &mut plan, &mut parts.headers, line).await?;
+    let sent = (parts, body);
+    let outbound = outbound::assemble(with, plan, sent, (state.line, upgrade), state.started)?;
     let inspectors = respond::Inspectors {
-        scrub: scrub.then(|| credentials.scrubber()),
+        scrub: scrub.then(|| state.credentials.scrubber()),
         mcp_guard,
-        refresh,
     };
     // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
-    let response = respond::forward(context, outbound, inspectors).await;
+    let response = forward_and_back(context, outbound, inspectors, refresh).await;
     // No answer goes out whole without its audit line (docs/reliability.md).
-    Ok(audit_gate(&context.shared.audit, response).await)
+    Ok(audit_gate(&shared.audit, response).await)
 }
 
-/// Writes the refusal's audit line and answers while the body drains.
-fn refuse_draining(
+/// *forward* ([`respond::send`]), then the answer of a token host ([`refresh::respond`],
+/// which takes the context) or the response through its inspectors ([`respond::respond`]).
+async fn forward_and_back(
     context: &ConnContext,
-    decision: Decision,
-    seen: Seen,
-    body: Incoming,
+    outbound: outbound::Outbound,
+    inspectors: respond::Inspectors,
+    refresh: Option<refresh::Pending>,
 ) -> Answered {
-    let response = answer::refuse(context, decision, seen);
+    let upstream = respond::Upstream::of(context);
+    let returned = match respond::send(&upstream, outbound, inspectors.scrub.as_ref()).await {
+        Ok(returned) => returned,
+        Err(answered) => return answered,
+    };
+    let respond::Returned {
+        response,
+        exchange,
+        body_report,
+    } = returned;
+    let (response, exchange) = match refresh {
+        Some(pending) => {
+            let report = body_report.as_deref();
+            // Boxed: only a refresh waits here (docs/benchmarks.md, future sizes).
+            let answer = refresh::respond(context, pending, response, exchange, report);
+            match Box::pin(answer).await {
+                Ok(answered) => return answered,
+                Err(untouched) => untouched,
+            }
+        }
+        None => (response, exchange),
+    };
+    respond::respond(upstream.budget, response, exchange, inspectors).await
+}
+
+/// Writes the refusal's audit line on `state`'s line and answers while the body drains.
+fn refuse_draining(state: RequestState<'_>, decision: Decision, body: Incoming) -> Answered {
+    let response = state.auditor.refuse_line(decision, state.line);
     answer::after_draining(body, response)
 }
 
-/// The audit line of an allowed request: its rule, the refusal report mode let through,
-/// the secrets swapped and the first credential kind `dlp: {credentials: log}` passed (the
+/// Makes `line` an allowed request's: its rule, the refusal report mode let through, the
+/// secrets swapped and the first credential kind `dlp: {credentials: log}` passed (the
 /// path then redacted: the line does not keep the token).
-fn allowed_line(
-    mut line: Line,
+fn allow(
+    line: &mut Line,
     decision: Decision,
     would: Option<Reason>,
     secrets: Vec<String>,
     logged: &[&'static str],
-) -> Line {
+) {
     line.allow(decision.rule, would);
     line.secrets = secrets;
     line.credential = logged.first().copied();
     if line.credential.is_some() {
         line.path = line
             .path
+            .take()
             .map(|path| airlock_dlp::redact(&path).into_owned());
     }
-    line
 }
 
 /// The audit gate an allowed answer passes before its head goes out (docs/reliability.md,

@@ -36,7 +36,7 @@ connection: close\r\n\
 {\"error\":\"request_timeout\",\"message\":\"the request head was not complete within limits.body_timeout\"}";
 
 /// A client connection's stream with the head deadline.
-pub struct HeadClock<S> {
+pub(crate) struct HeadClock<S> {
     inner: S,
     activity: Arc<Activity>,
     timeout: Duration,
@@ -69,7 +69,7 @@ impl<S> HeadClock<S> {
     }
 
     /// The stream itself, without the clock (after CONNECT the tunnel is not HTTP/1).
-    pub fn into_inner(self) -> S {
+    pub(crate) fn into_inner(self) -> S {
         self.inner
     }
 }

@@ -25,20 +25,20 @@ use crate::write_through::write_through;
 
 /// How many of the most recent bytes a connection keeps: the largest request head the
 /// proxy accepts (`Limits::max_header_bytes` default) fits.
-pub const RECENT_BYTES: usize = 64 * 1024;
+pub(crate) const RECENT_BYTES: usize = 64 * 1024;
 
 /// The most header fields re-read from a head.
 const MAX_FIELDS: usize = 256;
 
 /// A handle on one connection's recent bytes.
 #[derive(Clone, Default)]
-pub struct HeadTap {
+pub(crate) struct HeadTap {
     recent: Arc<Mutex<VecDeque<u8>>>,
 }
 
 impl HeadTap {
     /// `stream`, with every byte read from it also kept by this tap.
-    pub fn wrap<S>(&self, stream: S) -> Tapped<S> {
+    pub(crate) fn wrap<S>(&self, stream: S) -> Tapped<S> {
         Tapped {
             inner: stream,
             tap: self.clone(),
@@ -57,7 +57,7 @@ impl HeadTap {
     /// `Content-Length`. Looks for the first complete head with that request line in the
     /// recent bytes and forgets everything up to its end, so the next request on the
     /// connection is looked for after it.
-    pub fn declared_length(&self, method: &Method, uri: &Uri) -> bool {
+    pub(crate) fn declared_length(&self, method: &Method, uri: &Uri) -> bool {
         let mut guard = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
         let recent = guard.make_contiguous();
         let target = uri.to_string();
@@ -89,14 +89,14 @@ impl HeadTap {
 }
 
 /// A stream whose reads are kept by a [`HeadTap`].
-pub struct Tapped<S> {
+pub(crate) struct Tapped<S> {
     inner: S,
     tap: HeadTap,
 }
 
 impl<S> Tapped<S> {
     /// The stream itself, no longer tapped (after CONNECT the tunnel is not HTTP/1).
-    pub fn into_inner(self) -> S {
+    pub(crate) fn into_inner(self) -> S {
         self.inner
     }
 }

@@ -11,6 +11,7 @@
 //! a [`Proxy`] is built from.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod ask;
 pub mod body;

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use airlock_audit::AuditLog;
+use airlock_credentials::Scrubber;
 use airlock_mcp::{Action, Inspection, Slot, SseFilter, Uninspectable};
 use airlock_policy::model::McpRule;
 use airlock_policy::{CompiledPolicy, Host, Reason};
@@ -22,8 +24,7 @@ use hyper::body::Incoming;
 use crate::body::ProxyBody;
 use crate::body::is_encoded;
 use crate::body_guard::{self, Unread};
-use crate::budget::Held;
-use crate::context::ConnContext;
+use crate::budget::{Budget, Held};
 use crate::record::{Exchange, Line, LineKind};
 use crate::refusal;
 
@@ -53,10 +54,11 @@ pub(crate) fn rule_for(policy: &Arc<CompiledPolicy>, host: &Host, path: &str) ->
 
 /// Decides an MCP request whose body `bytes` was read whole by
 /// [`crate::body_guard::read_whole`]. `line` is the request's `http` line (destination,
-/// method, path) from which the `mcp` lines are made. `Err` is the refusal reason
-/// (`body_uninspectable`).
+/// method, path) from which the `mcp` lines are made, written to `audit`; `policy` is the
+/// request's one snapshot (the response filter asks it which paths the rule covers). `Err`
+/// is the refusal reason (`body_uninspectable`).
 pub(crate) fn inspect_request(
-    context: &ConnContext,
+    (policy, audit): (&Arc<CompiledPolicy>, &AuditLog),
     rule: McpRule,
     line: &Line,
     host: &Host,
@@ -72,7 +74,7 @@ pub(crate) fn inspect_request(
         Box::new(McpGuard {
             rule: rule.clone(),
             plan,
-            policy: context.shared.policy.load_full(),
+            policy: Arc::clone(policy),
             host: host.clone(),
         })
     };
@@ -99,7 +101,7 @@ pub(crate) fn inspect_request(
         call_line.process = line.process.clone();
         call_line.tool = Some(call.tool);
         call_line.argument = call.argument;
-        call_line.write(&context.shared.audit);
+        call_line.write(audit);
     }
     Ok(match action {
         Action::Forward => Inspected::Forward {
@@ -144,18 +146,18 @@ fn media_type(headers: &HeaderMap) -> String {
 }
 
 /// Filters the upstream's response to an MCP request (and merges a partly denied batch).
-/// `scrub` says the host is a secret's (the body is scrubbed after filtering; the headers
-/// already were). `Err` gives the response back untouched for the normal path (a
+/// `scrubber` is there when the host is a secret's (the body is scrubbed after filtering;
+/// the headers already were): the request's one credentials snapshot's. The answer's bytes
+/// are taken from `budget` while it is filtered. `Err` gives the response back untouched for the normal path (a
 /// non-2xx answer that is neither JSON nor an event stream, or a 202/204 without a plan).
 pub(crate) async fn filter_response(
-    context: &ConnContext,
+    budget: &Budget,
     guard: Box<McpGuard>,
     mut parts: Parts,
     body: Incoming,
     mut exchange: Exchange,
-    scrub: bool,
+    scrubber: Option<&Scrubber>,
 ) -> Result<Response<ProxyBody>, (Parts, Incoming, Exchange)> {
-    let scrubber = scrub.then(|| context.shared.credentials.load().scrubber());
     let media = media_type(&parts.headers);
     let status = parts.status;
     if is_encoded(&parts.headers) {
@@ -209,7 +211,6 @@ pub(crate) async fn filter_response(
     let mut body = body;
     // The answer's bytes are taken from the inspection budget while it is filtered.
     let mut held = Held::default();
-    let budget = &context.shared.budget;
     let upstream = match body_guard::collect(&mut body, budget, &mut held, None).await {
         Ok(collected) if is_json => collected,
         Ok(_) => Bytes::new(),
@@ -268,4 +269,80 @@ fn merge_and_filter(guard: &McpGuard, upstream: &[u8]) -> Result<Option<String>,
         return Ok(merged);
     }
     Ok(airlock_mcp::filter_response(text, &guard.rule)?.or(merged))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use airlock_audit::Written;
+    use airlock_audit::event::AuditEvent;
+    use airlock_policy::load::load_str;
+
+    use super::*;
+
+    const POLICY: &str = "version: 1\nnetwork:\n  allow:\n    - host: api.example\n\
+                          mcp:\n  - host: api.example\n    path: /mcp\n    tools: {deny: [run]}\n";
+
+    fn call(id: u32, tool: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_call_is_decided_on_the_requests_snapshot_and_audited_to_its_log() {
+        let policy =
+            Arc::new(CompiledPolicy::compile(&load_str("p.yaml", POLICY).unwrap()).unwrap());
+        let host = Host::Name("api.example".into());
+        let rule = rule_for(&policy, &host, "/mcp").expect("the mcp rule");
+        let log = AuditLog::discarding().unwrap();
+        let kept = Arc::new(Mutex::new(Vec::<AuditEvent>::new()));
+        let sink = Arc::clone(&kept);
+        log.tap_with(Arc::new(move |written: &Written<'_>| {
+            sink.lock().unwrap().push(written.event.clone());
+        }));
+        let mut line = Line::new(LineKind::Http, "api.example".into(), 443, 5);
+        line.method = Some("POST".into());
+        line.path = Some("/mcp".into());
+        let batch = format!("[{},{}]", call(1, "read"), call(2, "run"));
+        let mut headers = HeaderMap::new();
+        let inspected = inspect_request(
+            (&policy, &log),
+            rule,
+            &line,
+            &host,
+            &mut headers,
+            Bytes::from(batch),
+        );
+        let Ok(Inspected::Forward { body, guard }) = inspected else {
+            panic!("the allowed half is forwarded");
+        };
+        assert!(
+            Arc::ptr_eq(&guard.policy, &policy),
+            "the guard keeps the request's snapshot"
+        );
+        assert!(
+            guard.plan.is_some(),
+            "a partly denied batch is merged on the way back"
+        );
+        assert!(
+            !body.windows(5).any(|w| w == b"\"run\""),
+            "the denied call is not sent"
+        );
+        assert_eq!(headers[header::ACCEPT_ENCODING], "identity");
+        log.flush();
+        let events = kept.lock().unwrap();
+        let calls: Vec<_> = events
+            .iter()
+            .map(|e| (e.tool.as_deref(), e.reason, e.conn))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (Some("read"), None, Some(5)),
+                (Some("run"), Some(Reason::McpToolDenied.as_str()), Some(5)),
+            ]
+        );
+    }
 }

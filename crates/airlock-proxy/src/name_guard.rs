@@ -4,7 +4,8 @@
 //! decided, resolved or dialled, and audited with the name redacted. Used by the CONNECT
 //! handler, the tunnel and the request's identification step.
 
-use airlock_credentials::Finding;
+use airlock_credentials::{Credentials, Finding};
+use airlock_policy::CompiledPolicy;
 use airlock_policy::canonical::Host;
 use http::Response;
 
@@ -19,9 +20,19 @@ use crate::refusal::Refused;
 /// (docs/security.md, "Outbound guard"). Runs before the name is decided, resolved or
 /// dialled, so that it reaches neither a resolver nor the upstream.
 pub(crate) fn guard_name(context: &ConnContext, name: &[u8]) -> Result<(), Finding> {
-    let formats = context.shared.policy.load().policy().dlp.mode();
-    let guard = context.shared.credentials.load().guard();
-    guard.check_authority(formats, name)
+    let shared = &context.shared;
+    guard_name_in(&shared.policy.load(), &shared.credentials.load(), name)
+}
+
+/// [`guard_name`] on the given policy and credentials snapshots (a request's one
+/// snapshot of each: `forward::identify`).
+pub(crate) fn guard_name_in(
+    policy: &CompiledPolicy,
+    credentials: &Credentials,
+    name: &[u8],
+) -> Result<(), Finding> {
+    let formats = policy.policy().dlp.mode();
+    credentials.guard().check_authority(formats, name)
 }
 
 /// [`guard_name`] on a canonical host (what is resolved, dialled and sent as SNI).

@@ -24,6 +24,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use http::{HeaderMap, HeaderName, Version, header};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
@@ -35,7 +36,7 @@ use airlock_credentials::{Finding, GuardStream};
 
 use crate::body_guard;
 use crate::budget::{Budget, Held, Overloaded};
-use crate::context::ConnContext;
+use crate::context::Admitted;
 use crate::record::{Exchange, LineKind};
 use crate::relay::{Counters, relay};
 
@@ -123,9 +124,10 @@ pub(crate) async fn reserve(budget: &Budget) -> Result<Held, Overloaded> {
 /// line) is written when the relay ends. With `guards` (the `json_deny` rules that apply
 /// to the upgrade request, from the policy snapshot that decided it) or the outbound
 /// guard, client messages are checked (in the room `held` took for them by [`reserve`]);
-/// without, bytes are relayed untouched.
+/// without, bytes are relayed untouched. `(idle, permit)`: the relay ends after `idle`
+/// without a byte, and holds the client connection's `permit` while it runs.
 pub(crate) fn relay_upgraded(
-    context: &ConnContext,
+    (idle, permit): (Duration, &Arc<Admitted>),
     mut exchange: Exchange,
     (client, upstream): (OnUpgrade, OnUpgrade),
     guards: Vec<Rule>,
@@ -133,9 +135,8 @@ pub(crate) fn relay_upgraded(
     held: Option<Held>,
 ) {
     exchange.set_kind(LineKind::Ws);
-    let idle = context.shared.limits.relay_idle_timeout;
     // The relay counts as part of the client connection for the cap and the drain.
-    let permit = context._permit.clone();
+    let permit = Arc::clone(permit);
     tokio::spawn(async move {
         let _permit = permit;
         let _held = held;

@@ -23,7 +23,7 @@
 
 #![cfg(target_os = "linux")]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(unreachable_pub, missing_docs)]
 
 mod docker;
 mod local;

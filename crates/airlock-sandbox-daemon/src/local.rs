@@ -77,6 +77,7 @@ async fn serve_local(
         hide_paths: fs.hidden,
         hide_if_present: airlock_session::host_sockets::scan(),
         bind_files,
+        private_dirs: Vec::new(),
         filesystem: Some(fs.confinement),
         stdio: None,
         terminal: None,

@@ -41,7 +41,7 @@
 //! # }
 //! ```
 
-#![warn(missing_docs)]
+#![warn(unreachable_pub, missing_docs)]
 
 #[cfg(target_os = "linux")]
 pub mod cgroup;

@@ -13,6 +13,7 @@
 //! these configurations.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod admin;
 pub mod config;
@@ -28,6 +29,10 @@ pub mod host_sockets;
 mod log;
 pub mod panic_redaction;
 pub mod policy_reload;
+#[cfg(target_os = "linux")]
+pub mod private_copy_back;
+#[cfg(target_os = "linux")]
+pub mod private_parents;
 #[cfg(target_os = "linux")]
 pub mod process_lookup;
 pub mod program_paths;

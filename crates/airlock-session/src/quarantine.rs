@@ -125,6 +125,25 @@ impl EndCheck {
         }
     }
 
+    /// Whether `path` (absolute, canonical) is write-protected: a protected path of the
+    /// start or of the rules, or a protected name inside a writable directory.
+    pub fn protects(&self, path: &Path) -> bool {
+        if self.protected.iter().any(|p| path.starts_with(p)) {
+            return true;
+        }
+        self.roots.iter().any(|(real, base)| {
+            path.strip_prefix(real)
+                .is_ok_and(|rest| self.rules.is_protected(base, &base.join(rest)))
+        })
+    }
+
+    /// Stops treating `paths` as protected paths: store files of a private parent
+    /// directory, absent at the start, that only the host can create (a `claude login`
+    /// outside the run must not be set aside; docs/secrets.md).
+    pub fn forget(&mut self, paths: &[PathBuf]) {
+        self.rules.protected_paths.retain(|p| !paths.contains(p));
+    }
+
     /// Whether `path` is the same file it was at the start.
     fn unchanged(&self, path: &Path) -> bool {
         self.known

@@ -1,6 +1,8 @@
 //! The run's watch over the host files its jail covers by a bind of their own: the
-//! credential projections and the hidden credential files (docs/secrets.md, "Credential
-//! files"; docs/security.md, known gaps). Linux lets a process rename or unlink over a
+//! credential projections and the hidden credential files whose directory could not be
+//! made private to the run (docs/secrets.md, "Private parent directories", fallback;
+//! docs/security.md, known gaps). Files in a private parent directory
+//! ([`crate::private_parents`]) share no name with the host and are not watched. Linux lets a process rename or unlink over a
 //! dentry that is a mount point only in *another* mount namespace and then detaches those
 //! mounts: a host process that replaces such a file (Claude Code saving its login by temp
 //! file + rename) would uncover the real file inside the jail, whose directory may be bound

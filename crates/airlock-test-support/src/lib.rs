@@ -11,6 +11,7 @@
 //! everywhere).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 /// The environment variable that turns every skip into a failure.
 pub const REQUIRE_VARIABLE: &str = "AIRLOCK_TEST_REQUIRE";

@@ -3,6 +3,7 @@
 //! it, [`client`] talks to the admin API, [`app`] is the terminal loop and `--json`.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod app;
 pub mod client;

@@ -16,7 +16,7 @@ use crate::out::outln;
 
 /// `airlock audit` subcommands.
 #[derive(clap::Subcommand, Debug)]
-pub enum AuditCommand {
+pub(crate) enum AuditCommand {
     /// Check audit log files (oldest first) for lines altered, removed, reordered, inserted
     /// or cut off, and their checkpoints' signatures.
     Verify(VerifyArgs),
@@ -24,7 +24,7 @@ pub enum AuditCommand {
 
 /// `airlock audit verify` flags.
 #[derive(clap::Args, Debug)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// The log files, oldest first: `audit.jsonl.2 audit.jsonl.1 audit.jsonl`.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -39,7 +39,7 @@ pub struct VerifyArgs {
 }
 
 /// Runs `airlock audit`.
-pub fn run(command: AuditCommand) -> ExitCode {
+pub(crate) fn run(command: AuditCommand) -> ExitCode {
     match command {
         AuditCommand::Verify(args) => verify_files(&args),
     }

@@ -8,7 +8,7 @@ use clap::Args;
 
 /// The OTLP export options.
 #[derive(Args, Clone, Debug, Default)]
-pub struct OtlpArgs {
+pub(crate) struct OtlpArgs {
     /// Also send every audit line as an OpenTelemetry log record (OTLP/HTTP, protobuf) to
     /// URL, normally `http(s)://COLLECTOR:4318/v1/logs`; batched, retried, never holding
     /// a request (docs/operations.md, "OTLP export").
@@ -27,7 +27,7 @@ pub struct OtlpArgs {
 
 impl OtlpArgs {
     /// The exporter's configuration, when `--audit-otlp` is given.
-    pub fn config(&self) -> Option<airlock_audit::otlp::Config> {
+    pub(crate) fn config(&self) -> Option<airlock_audit::otlp::Config> {
         let url = self.audit_otlp.clone()?;
         Some(airlock_audit::otlp::Config {
             url,

@@ -8,7 +8,7 @@ use airlock_proxy::ca::{self, CaError, CertificateAuthority, InitOutcome};
 
 /// Subcommands of `airlock ca`.
 #[derive(clap::Subcommand)]
-pub enum CaCommand {
+pub(crate) enum CaCommand {
     /// Create the CA unless one exists (then keep it and say so).
     Init {
         /// Replace an existing CA with a new one.
@@ -22,7 +22,7 @@ pub enum CaCommand {
 }
 
 /// Runs one `airlock ca` subcommand.
-pub fn run(cmd: CaCommand) -> Result<(), CaError> {
+pub(crate) fn run(cmd: CaCommand) -> Result<(), CaError> {
     let dir = ca::default_dir()?;
     let cert_path = dir.join(ca::CERT_FILE);
     match cmd {

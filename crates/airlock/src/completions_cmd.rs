@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 /// `airlock completions` flags.
 #[derive(clap::Args, Debug)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
@@ -16,7 +16,7 @@ pub struct CompletionsArgs {
 
 /// `airlock man` flags.
 #[derive(clap::Args, Debug)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write `airlock.1` and one page per subcommand (`airlock-run.1`, ...) into DIR
     /// instead of printing `airlock.1`.
     #[arg(long, value_name = "DIR")]
@@ -24,7 +24,7 @@ pub struct ManArgs {
 }
 
 /// Prints the completion script for `args.shell` on standard output.
-pub fn completions(args: &CompletionsArgs, mut command: clap::Command) -> ExitCode {
+pub(crate) fn completions(args: &CompletionsArgs, mut command: clap::Command) -> ExitCode {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "airlock", &mut script);
     crate::out::write_bytes(&script);
@@ -32,7 +32,7 @@ pub fn completions(args: &CompletionsArgs, mut command: clap::Command) -> ExitCo
 }
 
 /// Prints `airlock(1)`, or writes every page into `--dir`.
-pub fn man(args: &ManArgs, command: clap::Command) -> Result<ExitCode, String> {
+pub(crate) fn man(args: &ManArgs, command: clap::Command) -> Result<ExitCode, String> {
     if let Some(dir) = &args.dir {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         clap_mangen::generate_to(command, dir).map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -27,7 +27,7 @@ const CA_EXPIRY_WARNING: Duration = Duration::from_secs(30 * 86_400);
 
 /// `airlock doctor` flags.
 #[derive(clap::Args, Debug)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print one JSON object (`ready` and every check) instead of lines.
     #[arg(long)]
     pub json: bool,
@@ -111,7 +111,7 @@ impl Check {
 }
 
 /// Runs `airlock doctor`.
-pub fn run(args: &DoctorArgs) -> ExitCode {
+pub(crate) fn run(args: &DoctorArgs) -> ExitCode {
     if args.probe {
         probe();
         return ExitCode::SUCCESS;

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 
 /// The exit status for every failure of airlock itself in `run`, `mcp` and `sandbox` (the
 /// command was not started).
-pub const SETUP_FAILED: u8 = 125;
+pub(crate) const SETUP_FAILED: u8 = 125;
 
 /// A failure of `airlock run` or `airlock mcp`: 125 (the command was not started, or
 /// airlock itself failed around it), or 126/127 when the command cannot be executed / is
 /// not found.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// Problems found while preparing the session, each its own line.
     #[error("{}", .0.join("\n"))]
     Setup(Vec<String>),
@@ -101,7 +101,7 @@ fn jail_message(program: &str, error: &airlock_jail::JailError) -> String {
 
 /// The line that follows a jail failure `airlock doctor` can explain (namespaces refused,
 /// a kernel feature missing).
-pub const DOCTOR_HINT: &str =
+pub(crate) const DOCTOR_HINT: &str =
     "`airlock doctor` checks what the jail needs on this machine and prints the remedy";
 
 /// Whether `error` is a refusal of the kernel that `airlock doctor` checks for.
@@ -126,7 +126,7 @@ fn doctor_explains(error: &airlock_jail::JailError) -> bool {
 impl RunError {
     /// The jail's failure once started, naming `command`'s first word.
     #[cfg(target_os = "linux")]
-    pub fn jail(error: airlock_jail::JailError, command: &[std::ffi::OsString]) -> RunError {
+    pub(crate) fn jail(error: airlock_jail::JailError, command: &[std::ffi::OsString]) -> RunError {
         let program = command.first().map(|p| p.to_string_lossy().into_owned());
         RunError::Jail {
             program: program.unwrap_or_default(),
@@ -162,7 +162,7 @@ impl RunError {
 
 /// A failure of `airlock proxy`: exit status 1.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     /// Problems found while preparing the proxy, each its own line.
     #[error("{}", .0.join("\n"))]
     Setup(Vec<String>),
@@ -203,7 +203,7 @@ impl ProxyError {
 
 /// A failure of `airlock sandbox daemon`: 125, everything built so far removed.
 #[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
+pub(crate) enum DaemonError {
     /// No async runtime.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -229,7 +229,7 @@ pub enum DaemonError {
 
 /// Any failure of the binary, by command path.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The command line cannot be parsed (or help or the version was asked for).
     #[error("{error}")]
     Usage {
@@ -268,7 +268,7 @@ pub enum Error {
 impl Error {
     /// The exit status (docs/contract.md §2): clap's own for usage (2) and for help and
     /// the version (0), except that `run` and `mcp` answer every usage error with 125.
-    pub fn status(&self) -> u8 {
+    pub(crate) fn status(&self) -> u8 {
         match self {
             Error::Usage { error, run } => {
                 use clap::error::ErrorKind;
@@ -294,7 +294,7 @@ impl Error {
 
     /// Prints the error (clap's report as clap prints it, every other line after
     /// `airlock: `) and returns the exit status.
-    pub fn report(&self) -> ExitCode {
+    pub(crate) fn report(&self) -> ExitCode {
         let lines = match self {
             Error::Usage { error, .. } => {
                 let _ = error.print();

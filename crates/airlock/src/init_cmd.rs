@@ -14,7 +14,7 @@ use crate::out::outln;
 
 /// Flags of `airlock init`.
 #[derive(clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Write the starter for an agent: claude, codex, aider or gemini (its key as a secret,
     /// and what its profile adds, in comments).
     #[arg(long, value_name = "NAME", value_parser = crate::profile_cmd::parse_profile)]
@@ -28,7 +28,7 @@ pub struct InitArgs {
 }
 
 /// Runs `airlock init`.
-pub fn run(args: &InitArgs) -> ExitCode {
+pub(crate) fn run(args: &InitArgs) -> ExitCode {
     let text = starter(args.profile);
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
@@ -64,7 +64,7 @@ pub fn run(args: &InitArgs) -> ExitCode {
 }
 
 /// The starter text, for `profile` when given.
-pub fn starter(profile: Option<&Profile>) -> String {
+pub(crate) fn starter(profile: Option<&Profile>) -> String {
     let mut text = String::from(HEAD);
     if let Some(profile) = profile {
         text.push_str(&profile_part(profile));

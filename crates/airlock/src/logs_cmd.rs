@@ -13,7 +13,7 @@ use crate::out::outln;
 
 /// `airlock logs` flags.
 #[derive(clap::Args, Debug)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// Show or prune; without one, list the logs (oldest first).
     #[command(subcommand)]
     pub command: Option<LogsCommand>,
@@ -24,7 +24,7 @@ pub struct LogsArgs {
 
 /// Subcommands of `airlock logs`.
 #[derive(clap::Subcommand, Debug)]
-pub enum LogsCommand {
+pub(crate) enum LogsCommand {
     /// Print one run's audit log (JSON lines, as written).
     Show {
         /// The log's ID as `airlock logs` lists it (`run-1764241234-4242`).
@@ -59,7 +59,7 @@ struct RunLog {
 }
 
 /// Runs `airlock logs`.
-pub fn run(args: LogsArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: LogsArgs) -> Result<ExitCode, String> {
     let dir = logs_dir()?;
     let logs = list(&dir)?;
     match args.command {

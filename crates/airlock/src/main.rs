@@ -9,6 +9,8 @@
 //! needs is missing); `logs` 0 / 1; `init` 0 (written) / 1; `profile` 0. Printing
 //! commands end quietly when their reader goes away ([`out`]).
 
+#![warn(unreachable_pub, missing_docs)]
+
 // The output macros, before the modules that use them.
 mod out;
 

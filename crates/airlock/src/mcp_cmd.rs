@@ -20,7 +20,7 @@ use crate::run_cmd::{self, Relay, RunArgs};
 
 /// Flags of `airlock mcp`: every flag of `airlock run`, plus `--name`.
 #[derive(clap::Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     /// The server's name in `mcp: - stdio: NAME` rules and in audit lines (`"server"`);
     /// default: the basename of CMD.
     #[arg(long, value_name = "NAME")]
@@ -32,7 +32,7 @@ pub struct McpArgs {
 
 /// Runs `airlock mcp` and returns the exit status (the server's, or 125/126/127 as
 /// `airlock run`).
-pub fn run(args: McpArgs) -> Result<ExitCode, RunError> {
+pub(crate) fn run(args: McpArgs) -> Result<ExitCode, RunError> {
     if args.run.log.as_deref() == Some("-") {
         return Err(RunError::McpLogToStdout);
     }

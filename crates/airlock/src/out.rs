@@ -15,12 +15,12 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `args` to standard output. A closed pipe (`EPIPE`) stops the output silently;
 /// any other error is reported once on stderr and stops it too.
-pub fn write(args: std::fmt::Arguments<'_>) {
+pub(crate) fn write(args: std::fmt::Arguments<'_>) {
     emit(|stdout| stdout.write_fmt(args));
 }
 
 /// Writes raw bytes to standard output, as [`write`] does text.
-pub fn write_bytes(bytes: &[u8]) {
+pub(crate) fn write_bytes(bytes: &[u8]) {
     emit(|stdout| stdout.write_all(bytes));
 }
 
@@ -38,7 +38,7 @@ fn emit(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result
 }
 
 /// Whether standard output refused a write (the reader went away).
-pub fn closed() -> bool {
+pub(crate) fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 

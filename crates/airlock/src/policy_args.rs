@@ -13,7 +13,7 @@ use airlock_session::sources::PolicySources;
 
 /// `--policy` and `--allow`: which rules apply.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct PolicySelection {
+pub(crate) struct PolicySelection {
     /// A policy file; `FORMAT:FILE` reads a seed system's own file as is (FORMAT is
     /// airut, trustyclaw, secrets-proxy or sandbox0). Repeatable: rules are combined.
     #[arg(long = "policy", value_name = "[FORMAT:]FILE")]
@@ -25,7 +25,7 @@ pub struct PolicySelection {
 
 /// `--policy`, `--allow` and `--secret`.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct PolicyArgs {
+pub(crate) struct PolicyArgs {
     /// The rules.
     #[command(flatten)]
     pub selection: PolicySelection,
@@ -39,7 +39,7 @@ pub struct PolicyArgs {
 
 impl PolicySelection {
     /// The typed sources (no secrets).
-    pub fn sources(&self) -> PolicySources {
+    pub(crate) fn sources(&self) -> PolicySources {
         PolicySources {
             policies: self.policies.clone(),
             allows: self.allows.clone(),
@@ -51,7 +51,7 @@ impl PolicySelection {
     /// Policy discovery: with neither `--policy` nor `--allow`, the first of
     /// `./airlock.yaml` and `$XDG_CONFIG_HOME/airlock/policy.yaml` (`~/.config/...`) that
     /// exists becomes the policy. Returns it, to be named on stderr.
-    pub fn discover(&mut self) -> Option<String> {
+    pub(crate) fn discover(&mut self) -> Option<String> {
         if !self.policies.is_empty() || !self.allows.is_empty() {
             return None;
         }
@@ -65,7 +65,7 @@ impl PolicySelection {
 
     /// Reads, validates and combines every source. Returns every error found, each
     /// naming its file and location; nothing is half-loaded.
-    pub fn load(&self) -> Result<Policy, Vec<String>> {
+    pub(crate) fn load(&self) -> Result<Policy, Vec<String>> {
         let sources = self.sources();
         set_hint_source(&sources);
         sources.load()
@@ -74,7 +74,7 @@ impl PolicySelection {
 
 impl PolicyArgs {
     /// The typed sources, `--secret` flags included.
-    pub fn sources(&self) -> PolicySources {
+    pub(crate) fn sources(&self) -> PolicySources {
         PolicySources {
             secrets: self.secrets.clone(),
             ..self.selection.sources()
@@ -85,7 +85,7 @@ impl PolicyArgs {
 /// The policy a run discovers, in order: `./airlock.yaml`, then
 /// `$XDG_CONFIG_HOME/airlock/policy.yaml` (`$HOME/.config/airlock/policy.yaml` when
 /// `XDG_CONFIG_HOME` is unset or not absolute).
-pub fn discovery_candidates() -> Vec<PathBuf> {
+pub(crate) fn discovery_candidates() -> Vec<PathBuf> {
     let mut candidates = vec![PathBuf::from("./airlock.yaml")];
     let config = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
@@ -103,7 +103,7 @@ pub fn discovery_candidates() -> Vec<PathBuf> {
 
 /// `--profile NAME|none` of `run` and `mcp`.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct ProfileArg {
+pub(crate) struct ProfileArg {
     /// A built-in agent profile added to the policy: claude, codex, aider or gemini
     /// (`airlock profile show NAME`); `none` for none. Default: the profile named like
     /// the command (`airlock run -- claude` takes `claude`).
@@ -114,7 +114,7 @@ pub struct ProfileArg {
 /// The policy sources of `airlock run` (and `mcp`): discovery when no rules were named,
 /// the profile picked by `--profile` or the command's name; each said on stderr, and the
 /// file refusal hints name set ([`airlock_policy::decision::set_hint_source`]).
-pub fn run_sources(
+pub(crate) fn run_sources(
     policy: &PolicyArgs,
     profile: &ProfileArg,
     command: &[OsString],
@@ -135,7 +135,7 @@ pub fn run_sources(
 
 /// Names the policy file in force for refusal hints: the first policy file, or the
 /// command line's flags when there is none.
-pub fn set_hint_source(sources: &PolicySources) {
+pub(crate) fn set_hint_source(sources: &PolicySources) {
     let hint = match sources.policies.first() {
         Some(spec) => airlock_session::sources::split_format(spec)
             .map_or_else(|_| spec.clone(), |(_, path)| path.to_owned()),
@@ -186,7 +186,7 @@ fn profile_line(profile: &Profile) -> String {
 /// Creates the profile's missing writable paths and protected directories in the home
 /// (directories 0700, files empty, 0600), as the agent would on its first run outside
 /// airlock: the jail binds only what exists.
-pub fn create_profile_paths(profile: Option<&Profile>) -> Result<(), String> {
+pub(crate) fn create_profile_paths(profile: Option<&Profile>) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let Some(profile) = profile else {
         return Ok(());
@@ -223,14 +223,14 @@ pub fn create_profile_paths(profile: Option<&Profile>) -> Result<(), String> {
 }
 
 /// Parses `--mode`: `enforce`, `report` or `ask`.
-pub fn parse_mode(text: &str) -> Result<airlock_policy::mode::Mode, String> {
+pub(crate) fn parse_mode(text: &str) -> Result<airlock_policy::mode::Mode, String> {
     text.parse()
         .map_err(|e: airlock_policy::mode::ModeError| e.to_string())
 }
 
 /// Parses `--mode` where nobody could answer an ask (`sandbox create`): `enforce` or
 /// `report`.
-pub fn parse_mode_without_ask(text: &str) -> Result<airlock_policy::mode::Mode, String> {
+pub(crate) fn parse_mode_without_ask(text: &str) -> Result<airlock_policy::mode::Mode, String> {
     match parse_mode(text)? {
         airlock_policy::mode::Mode::Ask => Err(
             "`--mode ask` is not available here: use enforce or report (ask works with \
@@ -243,7 +243,7 @@ pub fn parse_mode_without_ask(text: &str) -> Result<airlock_policy::mode::Mode, 
 
 /// Parses `--ask-timeout`: seconds (`90`, `90s`), minutes (`2m`) or milliseconds
 /// (`500ms`); at least 1 ms, at most a day.
-pub fn parse_ask_timeout(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_ask_timeout(text: &str) -> Result<std::time::Duration, String> {
     use std::time::Duration;
     let bad =
         || format!("--ask-timeout {text:?}: use seconds (60, 60s), minutes (2m) or ms (500ms)");

@@ -20,7 +20,7 @@ use crate::policy_args::PolicySelection;
 
 /// Subcommands of `airlock policy`.
 #[derive(clap::Subcommand)]
-pub enum PolicyCommand {
+pub(crate) enum PolicyCommand {
     /// Validate policy files: exit 0, or 1 with every error as file:line:col.
     Check {
         /// Policy files; `FORMAT:FILE` for a seed system's format.
@@ -75,7 +75,7 @@ pub enum PolicyCommand {
 }
 
 /// Runs one `airlock policy` subcommand.
-pub fn run(cmd: PolicyCommand) -> ExitCode {
+pub(crate) fn run(cmd: PolicyCommand) -> ExitCode {
     match cmd {
         PolicyCommand::Check { files } => check(&files),
         PolicyCommand::Explain {

@@ -21,7 +21,7 @@ use airlock_session::sources::read_policy_source;
 const MAX_REPORTED: usize = 10;
 
 /// Runs `policy suggest` (`--by-process`: one entry per host and program).
-pub fn run(bases: &[String], audits: &[String], by_process: bool) -> ExitCode {
+pub(crate) fn run(bases: &[String], audits: &[String], by_process: bool) -> ExitCode {
     let base = match load_base(bases) {
         Ok(base) => base,
         Err(errors) => return fail(&errors),

@@ -8,7 +8,7 @@ use crate::out::{out, outln};
 
 /// Subcommands of `airlock profile`.
 #[derive(clap::Subcommand)]
-pub enum ProfileCommand {
+pub(crate) enum ProfileCommand {
     /// List the built-in profiles: name, version, agent.
     List,
     /// Print one profile (policy YAML, its version in the first line).
@@ -25,7 +25,7 @@ pub(crate) fn parse_profile(text: &str) -> Result<&'static Profile, String> {
 }
 
 /// Runs one `airlock profile` subcommand.
-pub fn run(cmd: ProfileCommand) -> std::process::ExitCode {
+pub(crate) fn run(cmd: ProfileCommand) -> std::process::ExitCode {
     match cmd {
         ProfileCommand::List => {
             for profile in &PROFILES {

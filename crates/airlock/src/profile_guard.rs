@@ -34,13 +34,13 @@ struct Watched {
 
 /// The guarded files of one run.
 #[derive(Default)]
-pub struct Guard {
+pub(crate) struct Guard {
     watched: Vec<Watched>,
 }
 
 /// Adds the profile's variables to the command's environment, unless airlock's own
 /// environment sets them (`~/` resolved against the home).
-pub fn add_env(env: &mut Vec<(OsString, OsString)>, profile: Option<&Profile>) {
+pub(crate) fn add_env(env: &mut Vec<(OsString, OsString)>, profile: Option<&Profile>) {
     let (Some(profile), Ok(place)) = (profile, airlock_session::fs_confine::Place::current())
     else {
         return;
@@ -56,7 +56,7 @@ pub fn add_env(env: &mut Vec<(OsString, OsString)>, profile: Option<&Profile>) {
 impl Guard {
     /// Reads the profile's guarded files and makes the working copies (nothing without a
     /// profile or a home). `Err`: a working copy could not be made (exit 125).
-    pub fn start(profile: Option<&Profile>) -> Result<Guard, String> {
+    pub(crate) fn start(profile: Option<&Profile>) -> Result<Guard, String> {
         let Some(profile) = profile else {
             return Ok(Guard::default());
         };
@@ -92,7 +92,7 @@ impl Guard {
     }
 
     /// Compares each file with its start; says on stderr what it did.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         for watched in self.watched {
             let file = watched.copy.as_deref().unwrap_or(&watched.path);
             let Some(bytes) = read_bounded(file) else {

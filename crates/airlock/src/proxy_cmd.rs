@@ -21,7 +21,7 @@ use crate::policy_args::PolicyArgs;
 
 /// Flags of `airlock proxy`.
 #[derive(clap::Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Policy sources and secrets.
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -92,7 +92,7 @@ pub struct ProxyArgs {
 
 /// Runs the proxy until SIGTERM/SIGINT: 0 after a clean shutdown, `Err` (1) if it cannot
 /// start.
-pub fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
+pub(crate) fn run(args: ProxyArgs) -> Result<ExitCode, ProxyError> {
     crate::policy_args::set_hint_source(&args.policy.sources());
     let config = standalone::prepare(&args.standalone_config()).map_err(ProxyError::Setup)?;
     if args.mode == airlock_policy::mode::Mode::Ask && args.admin.is_none() {

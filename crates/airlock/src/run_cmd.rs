@@ -30,8 +30,9 @@
 //!
 //! Exit status: the command's own (128 + signal when killed); 126/127 when it cannot be
 //! executed / is not found; 125 for any failure of airlock itself, and when airlock stopped
-//! the jail because a credential file it binds over was replaced on the host
-//! ([`airlock_session::replace_watch`]). In namespace mode the
+//! the jail because a credential file it binds over was replaced on the host where its
+//! directory could not be made private to the run
+//! ([`airlock_session::private_parents`], [`airlock_session::replace_watch`]). In namespace mode the
 //! command has a session of its own and, when airlock runs on a terminal, a pseudo-terminal
 //! relayed here ([`airlock_jail::Terminal`]: raw mode, window size changes passed on);
 //! `SIGINT`, `SIGTERM` and `SIGHUP` that reach airlock are forwarded to it. In env mode the
@@ -60,7 +61,7 @@ use crate::policy_args::PolicyArgs;
 
 /// How the command is confined.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum JailMode {
+pub(crate) enum JailMode {
     /// `namespace` on Linux, `env` elsewhere.
     #[default]
     Auto,
@@ -73,7 +74,7 @@ pub enum JailMode {
 /// `--resolve` and `--upstream-ca`: how upstreams are found and trusted (`run` and
 /// `sandbox create`).
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct UpstreamArgs {
+pub(crate) struct UpstreamArgs {
     /// Pin the upstream address of HOST (exempt from the private-address guard); curl's
     /// HOST:PORT:ADDR pins it on that port only. Repeatable.
     #[arg(long = "resolve", value_name = "HOST[:PORT]:ADDR")]
@@ -85,7 +86,7 @@ pub struct UpstreamArgs {
 
 impl UpstreamArgs {
     /// The typed pins and trust.
-    pub fn upstream(&self) -> Upstream {
+    pub(crate) fn upstream(&self) -> Upstream {
         Upstream {
             resolve: self.resolve.clone(),
             cas: self.upstream_ca.clone(),
@@ -95,7 +96,7 @@ impl UpstreamArgs {
 
 /// Flags of `airlock run`.
 #[derive(clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Policy sources and secrets.
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -148,7 +149,7 @@ pub struct RunArgs {
 }
 
 /// Runs `airlock run` and returns the command's exit status.
-pub fn run(args: RunArgs) -> Result<ExitCode, RunError> {
+pub(crate) fn run(args: RunArgs) -> Result<ExitCode, RunError> {
     run_with(args, None)
 }
 
@@ -384,6 +385,8 @@ struct JailPlan {
     summary: String,
     cwd: std::path::PathBuf,
     end_check: airlock_session::quarantine::EndCheck,
+    /// The credential files' private parent directories (copied back at the end).
+    private: airlock_session::private_parents::PrivateParents,
 }
 
 /// The jail's spec for this run (the filesystem planned, its notes said on stderr), and
@@ -394,7 +397,7 @@ fn plan_jail(
     session: &Session,
 ) -> Result<(airlock_jail::JailSpec, JailPlan), RunError> {
     let place = airlock_session::fs_confine::Place::current().map_err(RunError::Confine)?;
-    let fs = airlock_session::fs_confine::plan(
+    let mut fs = airlock_session::fs_confine::plan(
         &session.policy.filesystem,
         &place,
         session.airlock_hidden.clone(),
@@ -403,10 +406,17 @@ fn plan_jail(
     for note in &fs.notes {
         eprintln!("airlock: {note}");
     }
+    let private = airlock_session::private_parents::PrivateParents::for_run(
+        &session.credential_files,
+        &mut fs,
+    );
+    let credential_binds = private.binds(&session.credential_files);
+    let private_dirs = private.jail_dirs();
     let plan = JailPlan {
         summary: fs.summary(),
         cwd: place.cwd.clone(),
         end_check: fs.end_check,
+        private,
     };
     let spec = airlock_jail::JailSpec {
         argv: args.command.clone(),
@@ -414,12 +424,17 @@ fn plan_jail(
         cwd: place.cwd,
         tcp_ports: session.tcp_ports(),
         hide_paths: fs.hidden,
-        hide_if_present: airlock_session::host_sockets::scan(),
-        bind_files: [
-            airlock_session::env::bundle_binds(&session.bundle),
-            session.credential_files.binds(),
+        hide_if_present: [
+            airlock_session::host_sockets::scan(),
+            plan.private.root().map(PathBuf::from).into_iter().collect(),
         ]
         .concat(),
+        bind_files: [
+            airlock_session::env::bundle_binds(&session.bundle),
+            credential_binds,
+        ]
+        .concat(),
+        private_dirs,
         filesystem: Some(fs.confinement),
         stdio: None,
         terminal: None,
@@ -469,12 +484,15 @@ async fn run_namespace(
     spec.terminal = terminal.as_ref().map(airlock_jail::Terminal::for_jail);
     let relay_task = Relaying::attach(relaying, &mut spec);
     // A credential file the jail binds over (projected, or hidden with a bind of its own)
-    // replaced on the host stops the run (docs/secrets.md).
+    // outside a private parent directory, replaced on the host, stops the run
+    // (docs/secrets.md).
     use airlock_session::replace_watch::{ReplaceWatch, bound_alone};
     let files = &session.credential_files;
     let hidden: Vec<PathBuf> = files.hidden.iter().map(|(_, p, _)| p.clone()).collect();
-    let mut covered: Vec<PathBuf> = files.binds().into_iter().map(|(_, host)| host).collect();
-    covered.extend(bound_alone(&hidden, &spec.hide_paths));
+    let covered = plan.private.watched(
+        &plan.private.binds(files),
+        bound_alone(&hidden, &spec.hide_paths),
+    );
     let replaced = ReplaceWatch::start(&covered, &session.audit).map_err(RunError::Confine)?;
     // The spec, and with it the command's ends of its pipes, is gone once this returns.
     let spawned = tokio::task::spawn_blocking(move || Jail::spawn(spec)).await;
@@ -566,7 +584,10 @@ async fn run_namespace(
     Relaying::finish(relay_task).await;
     let _ = stop.send(true);
     served.finish().await;
-    // The jail is gone: quarantine what the command created that host tools would run.
+    // The jail is gone: what the command wrote in a writable private parent directory goes
+    // back first (before the profile's state copy-back and the end check), then quarantine
+    // what the command created that host tools would run.
+    plan.private.copy_back(&plan.end_check, &session.audit);
     airlock_session::quarantine::finish(&plan.end_check, &session.audit, status)
 }
 

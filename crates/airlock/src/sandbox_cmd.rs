@@ -32,7 +32,7 @@ use crate::run_cmd::UpstreamArgs;
 
 /// The version of the `--json` line protocol of `exec` and `ls`, carried by `exec`'s
 /// exit report and by every `ls` line as `"protocol"`.
-pub const PROTOCOL: u32 = 1;
+pub(crate) const PROTOCOL: u32 = 1;
 
 /// `--provider` on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl From<ProviderArg> for ProviderKind {
 
 /// `airlock sandbox` subcommands.
 #[derive(clap::Subcommand)]
-pub enum SandboxCommand {
+pub(crate) enum SandboxCommand {
     /// Create a sandbox and start its proxy; returns once commands can run in it.
     Create(CreateArgs),
     /// Run a command in a sandbox, streaming its output.
@@ -75,7 +75,7 @@ pub enum SandboxCommand {
 
 /// Flags of `airlock sandbox create`.
 #[derive(clap::Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The sandbox's name (a-z 0-9 - _ . ; at most 63).
     name: String,
     /// Policy sources and secrets (as for `airlock run`).
@@ -117,7 +117,7 @@ pub struct CreateArgs {
 
 /// Flags of `airlock sandbox exec`.
 #[derive(clap::Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// The sandbox.
     name: String,
     /// One JSON object per line: `{"stream":"stdout"|"stderr","line":...}`, then
@@ -144,7 +144,7 @@ pub struct ExecArgs {
 
 /// Flags of `airlock sandbox ls`.
 #[derive(clap::Args)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     /// One JSON object per sandbox and line.
     #[arg(long)]
     json: bool,
@@ -152,7 +152,7 @@ pub struct LsArgs {
 
 /// Flags of `airlock sandbox rm`.
 #[derive(clap::Args)]
-pub struct RmArgs {
+pub(crate) struct RmArgs {
     /// The sandboxes.
     #[arg(required = true)]
     names: Vec<String>,
@@ -160,7 +160,7 @@ pub struct RmArgs {
 
 /// Flags of `airlock sandbox export`.
 #[derive(clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The sandbox.
     name: String,
     /// The branch to bring back (default: the sandbox's task branch).
@@ -176,7 +176,7 @@ pub struct ExportArgs {
 }
 
 /// Runs `airlock sandbox ...`.
-pub fn run(command: SandboxCommand) -> Result<ExitCode, Error> {
+pub(crate) fn run(command: SandboxCommand) -> Result<ExitCode, Error> {
     let status = match command {
         SandboxCommand::Daemon => crate::sandbox_daemon::run()?,
         SandboxCommand::Hold => crate::sandbox_daemon::hold(),

@@ -11,11 +11,11 @@ use airlock_sandbox::DaemonConfig;
 use crate::error::DaemonError;
 use crate::run_cmd;
 
-pub use airlock_sandbox_daemon::ADMIN_SOCKET;
+pub(crate) use airlock_sandbox_daemon::ADMIN_SOCKET;
 
 /// Runs the daemon with the configuration its launcher writes on standard input; returns
 /// when the sandbox is torn down.
-pub fn run() -> Result<ExitCode, DaemonError> {
+pub(crate) fn run() -> Result<ExitCode, DaemonError> {
     let config = DaemonConfig::read_from(std::io::stdin().lock()).map_err(DaemonError::Config)?;
     run_cmd::on_runtime(airlock_sandbox_daemon::serve(config))
         .map_err(DaemonError::Runtime)?
@@ -35,6 +35,6 @@ fn from_library(error: airlock_sandbox_daemon::DaemonError) -> DaemonError {
 }
 
 /// `airlock sandbox hold`: the process a local sandbox's namespaces are kept alive by.
-pub fn hold() -> ExitCode {
+pub(crate) fn hold() -> ExitCode {
     airlock_sandbox_daemon::hold()
 }

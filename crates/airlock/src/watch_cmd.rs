@@ -11,7 +11,7 @@ use airlock_watch::{Client, app};
 
 /// `airlock watch` flags.
 #[derive(clap::Args, Debug)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// The admin API: `unix:PATH` or a TCP address. Default: the newest `airlock run` of
     /// this user.
     #[arg(long, value_name = "unix:PATH|ADDR", conflicts_with = "sandbox")]
@@ -28,7 +28,7 @@ pub struct WatchArgs {
 }
 
 /// Runs `airlock watch`.
-pub fn run(args: WatchArgs) -> Result<(), String> {
+pub(crate) fn run(args: WatchArgs) -> Result<(), String> {
     let admin = match (args.admin, &args.sandbox) {
         (Some(admin), _) => admin,
         (None, Some(name)) => Listen::Unix(sandbox_socket(name)?),

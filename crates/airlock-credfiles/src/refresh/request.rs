@@ -100,6 +100,20 @@ pub fn screen_body(body: &[u8], refresh: &str, surrogates: &[&str]) -> Screened 
     Screened::Grant
 }
 
+/// The parameter `name` of a refresh grant's `body` (read as [`screen_body`] reads it):
+/// `Ok(None)` when absent, `Ok(Some(None))` when present but not a plain string, `Err`
+/// when the body cannot be read (run [`screen_body`] first: it refuses those).
+pub(super) fn param(body: &[u8], name: &str) -> Result<Option<Option<String>>, &'static str> {
+    let params = match first_byte(body) {
+        Some(b'{' | b'[') => json_params(body)?,
+        _ => form_params(body)?,
+    };
+    Ok(params
+        .into_iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value))
+}
+
 /// The first byte of `body` that is not white space.
 fn first_byte(body: &[u8]) -> Option<u8> {
     body.iter().copied().find(|b| !b.is_ascii_whitespace())

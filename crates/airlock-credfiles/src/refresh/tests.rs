@@ -298,3 +298,15 @@ mod screening {
         }
     }
 }
+
+/// rereview35 G7: Codex's `id_token` is never swapped (inert), whatever else the file
+/// holds; Claude's login has no inert token.
+#[test]
+fn only_codex_id_tokens_are_inert() {
+    assert!(inert(Login::Codex, Field::Id));
+    for field in [Field::Access, Field::Refresh] {
+        assert!(!inert(Login::Codex, field));
+        assert!(!inert(Login::Claude, field));
+    }
+    assert!(!inert(Login::Claude, Field::Id));
+}

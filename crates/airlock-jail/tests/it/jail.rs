@@ -30,6 +30,7 @@ fn spec(argv: &[&str]) -> JailSpec {
         hide_paths: Vec::new(),
         hide_if_present: Vec::new(),
         bind_files: Vec::new(),
+        private_dirs: Vec::new(),
         filesystem: None,
         stdio: None,
         terminal: None,

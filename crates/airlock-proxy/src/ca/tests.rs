@@ -314,13 +314,41 @@ fn init_creates_keeps_and_replaces() {
         .expect("read dir")
         .filter_map(Result::ok)
         .map(|entry| entry.file_name())
-        .filter(|file| file != CERT_FILE && file != KEY_FILE)
+        .filter(|file| file != CERT_FILE && file != KEY_FILE && file != LOCK_FILE)
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 
     // Half a CA (the certificate lost) is replaced, not kept.
     fs::remove_file(dir.join(CERT_FILE)).expect("remove");
     assert_eq!(init(&dir, false).expect("init"), InitOutcome::Created);
+}
+
+/// Runs starting at once on a fresh directory (rereview35): one of them creates the CA,
+/// every one loads that same pair (before the lock, one could read a key of one and the
+/// certificate of another: "the CA key does not match the CA certificate").
+#[test]
+fn concurrent_inits_share_one_ca() {
+    for _ in 0..5 {
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = home.path().join("airlock");
+        let prints: Vec<String> = std::thread::scope(|scope| {
+            let starts: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        init(&dir, false).expect("init");
+                        CertificateAuthority::load_dir(&dir)
+                            .expect("load")
+                            .fingerprint_sha256()
+                    })
+                })
+                .collect();
+            starts
+                .into_iter()
+                .map(|s| s.join().expect("join"))
+                .collect()
+        });
+        assert!(prints.iter().all(|p| *p == prints[0]), "{prints:?}");
+    }
 }
 
 #[test]

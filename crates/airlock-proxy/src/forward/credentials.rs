@@ -12,8 +12,7 @@ use airlock_policy::enforce::SecretScope;
 use airlock_policy::{CompiledPolicy, Decision};
 use http::header::HeaderMap;
 
-use super::answer::{self, Answered};
-use crate::context::ConnContext;
+use super::answer::{Answered, Auditor};
 use crate::identity::Destination;
 use crate::record::Line;
 
@@ -41,7 +40,7 @@ pub(super) fn swap_credentials(
 /// The refusal of the credentials step: the path is shown (to the client and in the log)
 /// with real values and well-known tokens redacted.
 pub(super) fn refuse_credential(
-    context: &ConnContext,
+    auditor: Auditor<'_>,
     credentials: &Credentials,
     decision: Decision,
     refusal: CredentialRefusal,
@@ -53,7 +52,7 @@ pub(super) fn refuse_credential(
         let redacted = airlock_dlp::redact(&credentials.redactor().redact(path)).into_owned();
         line.path = Some(redacted);
     }
-    answer::refuse_line(context, decision, line)
+    auditor.refuse_line(decision, line)
 }
 
 #[cfg(test)]

@@ -13,8 +13,7 @@ use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 
 use super::answer::Seen;
 use super::identify::Identified;
-use crate::ask::Asked;
-use crate::context::Shared;
+use crate::ask::{Asked, Asks};
 use crate::identity::Destination;
 
 /// What a request is decided and forwarded as.
@@ -116,7 +115,7 @@ pub(super) fn decide<'p>(
 /// ask is answered; the decision to act on, and whether it was asked about. Without a
 /// reason, `decision` stands.
 pub(super) async fn hold(
-    shared: &Shared,
+    asks: &Asks,
     ask: Option<Reason>,
     key: impl FnOnce() -> AskKey,
     decision: Decision,
@@ -126,7 +125,7 @@ pub(super) async fn hold(
         return (decision, false);
     };
     // Boxed: only a held request waits here, and every request's future would carry it.
-    match Box::pin(shared.asks.hold_from(key(), reason, process())).await {
+    match Box::pin(asks.hold_from(key(), reason, process())).await {
         Asked::Allowed { rule, asked } => (Decision::allow(rule), asked),
         Asked::Refused => (decision, true),
     }

@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use airlock_credentials::Finding;
-use airlock_policy::{CanonicalRequest, Decision, Reason};
+use airlock_credentials::{Credentials, Finding};
+use airlock_policy::{CanonicalRequest, CompiledPolicy, Decision, Reason};
 use http::uri::PathAndQuery;
 use http::{Method, Request, header};
 use hyper::body::Incoming;
 
-use super::answer::{self, Answered, Seen};
+use super::answer::{self, Answered, Auditor, Seen};
 use crate::connect;
 use crate::context::ConnContext;
 use crate::identity::{self, Destination, IdentityError, Origin};
@@ -65,24 +65,20 @@ pub(super) async fn screen(
 }
 
 /// Names the request's destination and canonicalises it; a malformed target or a `Host`
-/// that contradicts the tunnel is answered here.
+/// that contradicts the tunnel is answered here. The names are guarded with the request's
+/// one snapshot of the policy and of the credentials (`snapshot`).
 // An answer is the response itself (152 bytes); boxing it would allocate on every
 // refusal to spare a move on a path that ends here.
 #[allow(clippy::result_large_err)]
 pub(super) fn identify(
     context: &ConnContext,
+    snapshot: (&CompiledPolicy, &Credentials),
     request: Request<Incoming>,
 ) -> Result<(Request<Incoming>, Identified), Answered> {
-    if let Err(finding) = guard_names(context, &request) {
+    if let Err(finding) = guard_names(snapshot, &request) {
         let port = mismatched(&context.origin, &request, String::new()).port;
         let path = airlock_dlp::redact(request.uri().path()).into_owned();
-        let redacted = context
-            .shared
-            .credentials
-            .load()
-            .redactor()
-            .redact(&path)
-            .into_owned();
+        let redacted = snapshot.1.redactor().redact(&path).into_owned();
         let method = request.method().as_str().to_owned();
         let response = name_guard::refuse_named(context, &finding, &method, port, Some(&redacted));
         return Err(answer::after_draining(request.into_body(), response));
@@ -95,8 +91,8 @@ pub(super) fn identify(
         }
         Err(IdentityError::Mismatch { host }) => {
             let seen = mismatched(&context.origin, &request, host);
-            let response =
-                answer::refuse(context, Decision::deny(Reason::HostMismatch, None), seen);
+            let decision = Decision::deny(Reason::HostMismatch, None);
+            let response = Auditor::of(context).refuse(decision, seen);
             return Err(answer::after_draining(request.into_body(), response));
         }
     };
@@ -120,13 +116,18 @@ pub(super) fn identify(
 }
 
 /// The outbound guard on the names of the request's host, as the client wrote them: the
-/// URI's authority (`:authority` over HTTP/2, an absolute URI's) and every `Host` value.
-fn guard_names<B>(context: &ConnContext, request: &Request<B>) -> Result<(), Finding> {
+/// URI's authority (`:authority` over HTTP/2, an absolute URI's) and every `Host` value,
+/// searched with the request's one snapshot of the policy and of the credentials.
+fn guard_names<B>(
+    (policy, credentials): (&CompiledPolicy, &Credentials),
+    request: &Request<B>,
+) -> Result<(), Finding> {
+    let guard = |name: &[u8]| name_guard::guard_name_in(policy, credentials, name);
     if let Some(authority) = request.uri().authority() {
-        name_guard::guard_name(context, authority.as_str().as_bytes())?;
+        guard(authority.as_str().as_bytes())?;
     }
     for host in request.headers().get_all(header::HOST) {
-        name_guard::guard_name(context, host.as_bytes())?;
+        guard(host.as_bytes())?;
     }
     Ok(())
 }
@@ -172,5 +173,49 @@ mod tests {
         assert_eq!(direct.port, 8080);
         let plain = Request::get("/").body(()).unwrap();
         assert_eq!(mismatched(&Origin::Direct, &plain, "x".into()).port, 80);
+    }
+
+    /// A policy with one secret, and a store holding `real` for it.
+    fn snapshot(real: &str) -> (CompiledPolicy, Credentials) {
+        let yaml = "version: 1\nnetwork:\n  allow:\n    - host: api.example\n\
+                    secrets:\n  KEY:\n    env: KEY\n    hosts: [api.example]\n";
+        let policy = airlock_policy::load::load_str("p.yaml", yaml).unwrap();
+        let policy = CompiledPolicy::compile(&policy).unwrap();
+        let secrets = policy
+            .policy()
+            .secrets
+            .iter()
+            .map(|secret| (secret.clone(), real.to_owned()))
+            .collect();
+        (policy, Credentials::new(secrets).unwrap())
+    }
+
+    #[test]
+    fn the_names_are_guarded_with_the_requests_snapshot_authority_and_every_host() {
+        const REAL: &str = "realvalue0123456789abcdef";
+        let (policy, credentials) = snapshot(REAL);
+        let names = (&policy, &credentials);
+        let in_host = Request::get("/x")
+            .header(header::HOST, "api.example")
+            .header(header::HOST, format!("{REAL}.api.example"))
+            .body(())
+            .unwrap();
+        assert!(
+            guard_names(names, &in_host).is_err(),
+            "the second Host is searched"
+        );
+        let in_authority = Request::get(format!("http://{REAL}.example/x"))
+            .body(())
+            .unwrap();
+        assert!(guard_names(names, &in_authority).is_err());
+        let clean = Request::get("http://api.example/x")
+            .header(header::HOST, "api.example")
+            .body(())
+            .unwrap();
+        assert!(guard_names(names, &clean).is_ok());
+        // Another store (a rotated secret) holds another value: the request's own is the
+        // one searched.
+        let (_, rotated) = snapshot("othervalue0123456789abcdef");
+        assert!(guard_names((&policy, &rotated), &in_host).is_ok());
     }
 }

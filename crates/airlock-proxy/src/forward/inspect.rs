@@ -4,19 +4,19 @@
 //! sent, then checked; an MCP call is decided and may be answered here. Every other body
 //! streams (its inspectors are set up by the *outbound* step).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_policy::model::{McpRule, Rule};
-use airlock_policy::{Decision, Reason};
+use airlock_policy::{CompiledPolicy, Decision, Reason};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::Either;
 use hyper::body::Incoming;
 
-use super::answer::{self, Answered};
+use super::answer::{self, Answered, Auditor};
 use crate::body_guard::{self, Unread};
 use crate::budget::{Budget, Held};
-use crate::context::ConnContext;
 use crate::identity::Destination;
 use crate::mcp::{self, Inspected};
 use crate::record::Line;
@@ -31,10 +31,13 @@ pub(super) struct Body {
     pub(super) held: Option<Held>,
 }
 
-/// Reads and checks the body when `guards` or `mcp_rule` need it whole; passes it through
-/// as a stream otherwise. `line` is the request's allowed `http` line.
+/// Reads and checks the body when `guards` or `mcp_rule` need it whole (from the budget,
+/// within the body timeout: `within`); passes it through as a stream otherwise. `line` is
+/// the request's allowed `http` line, `policy` its one snapshot (an MCP call's guard
+/// keeps it), `auditor` writes its refusals.
 pub(super) async fn request_body(
-    context: &ConnContext,
+    within: (&Budget, Duration),
+    (auditor, policy): (Auditor<'_>, &Arc<CompiledPolicy>),
     (mcp_rule, guards): (Option<McpRule>, &[&Rule]),
     destination: &Destination,
     headers: &mut HeaderMap,
@@ -49,7 +52,8 @@ pub(super) async fn request_body(
         });
     }
     // Boxed: most requests stream, and every request's future would carry this one.
-    let (bytes, held) = Box::pin(read_checked(context, headers, body, guards, line)).await?;
+    let read = read_checked(within, auditor, headers, body, guards, line);
+    let (bytes, held) = Box::pin(read).await?;
     let Some(rule) = mcp_rule else {
         return Ok(Body {
             body: Either::Right(bytes),
@@ -57,7 +61,15 @@ pub(super) async fn request_body(
             held: Some(held),
         });
     };
-    match mcp::inspect_request(context, rule, line, &destination.host, headers, bytes) {
+    let inspected = mcp::inspect_request(
+        (policy, auditor.audit),
+        rule,
+        line,
+        &destination.host,
+        headers,
+        bytes,
+    );
+    match inspected {
         Ok(Inspected::Forward { body, guard }) => Ok(Body {
             body: Either::Right(body),
             mcp_guard: Some(guard),
@@ -66,7 +78,7 @@ pub(super) async fn request_body(
         Ok(Inspected::Answered(response)) => Err(*response),
         Err(reason) => {
             let decision = Decision::deny(reason, line.rule.clone());
-            Err(answer::refuse_line(context, decision, line.clone()))
+            Err(auditor.refuse_line(decision, line.clone()))
         }
     }
 }
@@ -93,23 +105,22 @@ enum Unsent {
 /// checks it against `guards`; `Err` is the answer already audited: 403, 408
 /// `request_timeout` or 503 `overloaded`.
 async fn read_checked(
-    context: &ConnContext,
+    within: (&Budget, Duration),
+    auditor: Auditor<'_>,
     headers: &mut HeaderMap,
     mut body: Incoming,
     guards: &[&Rule],
     line: &Line,
 ) -> Result<(Bytes, Held), Answered> {
-    let shared = &context.shared;
-    let within = (&shared.budget, shared.limits.body_timeout);
     let read = read_and_check(headers, &mut body, guards, line.rule.as_deref(), within).await;
     match read {
         Ok(read) => Ok(read),
-        Err(Unsent::Timeout(rule)) => Err(answer::refuse_timeout(context, rule, line.clone())),
+        Err(Unsent::Timeout(rule)) => Err(auditor.refuse_timeout(rule, line.clone())),
         Err(Unsent::Overloaded(decision)) => {
-            let response = answer::refuse_line(context, decision, line.clone());
+            let response = auditor.refuse_line(decision, line.clone());
             Err(answer::after_draining(body, response))
         }
-        Err(Unsent::Refused(decision)) => Err(answer::refuse_line(context, decision, line.clone())),
+        Err(Unsent::Refused(decision)) => Err(auditor.refuse_line(decision, line.clone())),
     }
 }
 

@@ -23,10 +23,11 @@ use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
-use super::answer::{self, Answered};
+use airlock_audit::AuditLog;
+
+use super::answer::{Answered, Auditor};
 use crate::body::{UploadBody, content_decoder};
-use crate::budget::{Held, Overloaded};
-use crate::context::ConnContext;
+use crate::budget::{Budget, Held, Overloaded};
 use crate::identity::Destination;
 use crate::record::{BodyReport, Exchange, Line};
 use crate::refusal;
@@ -68,10 +69,10 @@ pub(super) struct Upgrade {
 
 /// The upgrade `plan` asks for, its message room reserved: a checked WebSocket's client
 /// messages go through the outbound guard instead of its body, and take room for one
-/// message from the budget (no room: a 503, audited on `line`). Awaits only when the
-/// request asks for an upgrade.
+/// message from `budget` (no room: a 503, audited on `line` by `auditor`). Awaits only
+/// when the request asks for an upgrade.
 pub(super) async fn reserve_upgrade(
-    context: &ConnContext,
+    (budget, auditor): (&Budget, Auditor<'_>),
     plan: &mut Plan<'_>,
     headers: &mut HeaderMap,
     line: &Line,
@@ -81,38 +82,39 @@ pub(super) async fn reserve_upgrade(
     };
     let relay = prepare_upgrade(on_client, plan.guard.take(), plan.body_guards);
     // Boxed: only an upgrade waits here, and every request's future would carry it.
-    match Box::pin(relay.reserve(context, headers)).await {
+    match Box::pin(relay.reserve(budget, headers)).await {
         Ok(relay) => Ok(Some(relay)),
         Err(Overloaded) => {
             let decision = Decision::deny(Reason::Overloaded, line.rule.clone());
-            Err(answer::refuse_line(context, decision, line.clone()))
+            Err(auditor.refuse_line(decision, line.clone()))
         }
     }
 }
 
 /// The upstream target, `scheme://host[:port]` of `destination` with the origin-form
 /// `path_and_query` (credentials swapped); one that cannot be forwarded is a 400, audited
-/// on `line` as malformed.
+/// on `line` as malformed to `audit`.
 // An answer is the response itself (152 bytes); boxing it would allocate on every
 // refusal to spare a move on a path that ends here.
 #[allow(clippy::result_large_err)]
 pub(super) fn target(
-    context: &ConnContext,
+    audit: &AuditLog,
     destination: &Destination,
     path_and_query: &str,
     line: &Line,
 ) -> Result<Uri, Answered> {
-    upstream_uri(destination, path_and_query).ok_or_else(|| unforwardable(context, line.clone()))
+    upstream_uri(destination, path_and_query).ok_or_else(|| unforwardable(audit, line.clone()))
 }
 
 /// Assembles the upstream request from `parts` and `body` per `plan`, with the `upgrade`
-/// [`reserve_upgrade`] made ready; `line` is the allowed request's audit line. A body
-/// coding that cannot be undone is a 403.
+/// [`reserve_upgrade`] made ready; `line` is the allowed request's audit line, written by
+/// `auditor` when the exchange ends. A body is decoded in steps taken from `budget`; a
+/// body coding that cannot be undone is a 403.
 // An answer is the response itself (152 bytes); boxing it would allocate on every
 // refusal to spare a move on a path that ends here.
 #[allow(clippy::result_large_err)]
 pub(super) fn assemble(
-    context: &ConnContext,
+    (budget, auditor): (&Budget, Auditor<'_>),
     plan: Plan<'_>,
     (mut parts, body): (Parts, Either<Incoming, Bytes>),
     (line, upgrade): (Line, Option<Upgrade>),
@@ -139,16 +141,16 @@ pub(super) fn assemble(
     let wants_decoding = inspected && !upload.is_end_stream();
     let Ok(decoder) = content_decoder(&mut parts.headers, wants_decoding, Limits::default()) else {
         let decision = Decision::deny(Reason::BodyUninspectable, line.rule.clone());
-        return Err(answer::refuse_line(context, decision, line));
+        return Err(auditor.refuse_line(decision, line));
     };
     let (upload, body_report) = if inspected {
-        let decoding = (decoder, &context.shared.budget);
+        let decoding = (decoder, budget);
         let (upload, report) = upload.inspecting(decoding, guard, plan.body_swap);
         (upload, Some(report))
     } else {
         (upload, None)
     };
-    let mut exchange = Exchange::new(context.shared.audit.clone(), started, line, Some(sent));
+    let mut exchange = Exchange::new(auditor.audit.clone(), started, line, Some(sent));
     if let Some(report) = &body_report {
         exchange.follow_body(report.clone());
     }
@@ -180,22 +182,22 @@ impl Upgrade {
     /// extension is offered, and room for one message is taken from the budget.
     async fn reserve(
         mut self,
-        context: &ConnContext,
+        budget: &Budget,
         headers: &mut HeaderMap,
     ) -> Result<Self, Overloaded> {
         if self.checked {
             headers.remove(websocket::EXTENSIONS);
-            self.message_room = Some(websocket::reserve(&context.shared.budget).await?);
+            self.message_room = Some(websocket::reserve(budget).await?);
         }
         Ok(self)
     }
 }
 
 /// The 400 of an allowed request whose target cannot be forwarded, audited as malformed.
-fn unforwardable(context: &ConnContext, mut line: Line) -> Answered {
+fn unforwardable(audit: &AuditLog, mut line: Line) -> Answered {
     let response = refusal::bad_request("the request target cannot be forwarded");
     line.refuse_malformed(response.status().as_u16());
-    line.write(&context.shared.audit);
+    line.write(audit);
     response
 }
 

@@ -7,14 +7,16 @@
 //! surrogates, and the real tokens go to the session's sink, which writes the host file
 //! back. An error status passes as any answer from a secret's host (scrubbed); a 2xx
 //! that is not JSON, is too large, or holds a token airlock cannot place is a 502: never
-//! the raw body.
+//! the raw body. A refresh grant holds its login's turn from its screen to its answer: a
+//! second grant of the same login waits for it (at most `limits.body_timeout`) and is
+//! refused 403 when the first one rotated its refresh token.
 
 use std::sync::{Arc, PoisonError};
 
 use airlock_audit::{AuditEvent, Decision as AuditDecision, Kind};
 use airlock_credentials::{Credentials, Refresh};
 use airlock_credfiles::refresh::request::{Screened, screen_body};
-use airlock_credfiles::refresh::{self as pure, Field, NewTokens, Watch};
+use airlock_credfiles::refresh::{self as pure, Field, NewTokens, Watch, scope};
 use airlock_encoding::Limits;
 use airlock_policy::canonical::Host;
 use airlock_policy::{Decision, Reason};
@@ -57,6 +59,9 @@ pub(super) struct Pending {
     /// The request was a refresh grant of the projected refresh token ([`screen`]): only
     /// then is the answer's token taken in and written back to the host file.
     grant: bool,
+    /// A grant's turn of its login ([`Refreshes`]), held until this is dropped (its
+    /// answer taken in, or the request failed).
+    turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// The watched request `method` `host` `path` is, when the proxy watches logins and
@@ -89,6 +94,7 @@ pub(super) fn pending(
         path: path.to_owned(),
         bodiless: method == Method::HEAD.as_str(),
         grant: false,
+        turn: None,
     })
 }
 
@@ -142,7 +148,7 @@ pub(super) async fn screen(
         } else {
             Reason::BodyUninspectable
         };
-        let response = refuse_request(context, &pending, line, reason, why);
+        let response = refuse_request(context, line, reason, why);
         return Err(match body {
             Either::Left(streamed) => answer::after_draining(streamed, response),
             Either::Right(_) => response,
@@ -174,11 +180,62 @@ pub(super) async fn screen(
         .endpoint
         .map(|index| &pending.refreshes.watches[index]);
     let query = line.query.as_deref();
-    match grant((credentials, &stale), watch, query, &bytes) {
-        Ok(grant) => pending.grant = grant,
-        Err((reason, why)) => return Err(refuse_request(context, &pending, line, reason, &why)),
+    let granted = match grant((credentials, &stale), watch, query, &bytes) {
+        Ok(granted) => granted,
+        Err((reason, why)) => return Err(refuse_request(context, line, reason, &why)),
+    };
+    if granted {
+        if let Err((reason, why)) = take_turn(context, credentials, &mut pending, &bytes).await {
+            return Err(refuse_request(context, line, reason, &why));
+        }
+        pending.grant = true;
     }
     Ok((Either::Right(bytes), Some(pending), held))
+}
+
+/// A refresh grant's last checks, then its login's turn: its `scope` keeps every scope the
+/// login's host file records ([`scope::check_scope`]); it waits (at most
+/// `limits.body_timeout`) while another grant of the same login is in flight, and once it
+/// has the turn its refresh surrogate must still be current (when the other grant
+/// refreshed, the provider rotated the token: sending it again could revoke the new
+/// login, so it is refused, never answered from the other grant's result).
+async fn take_turn(
+    context: &ConnContext,
+    credentials: &Credentials,
+    pending: &mut Pending,
+    body: &[u8],
+) -> Result<(), (Reason, String)> {
+    let Some(index) = pending.endpoint else {
+        return Err((
+            Reason::SecretOutOfScope,
+            "it is no token endpoint".to_owned(),
+        ));
+    };
+    let recorded = pending.refreshes.scopes[index].as_deref();
+    scope::check_scope(recorded, body).map_err(|why| (Reason::SecretOutOfScope, why.to_owned()))?;
+    let turn = Arc::clone(&pending.refreshes.turns[index]);
+    let waiting = context.shared.limits.body_timeout;
+    let Ok(held) = tokio::time::timeout(waiting, turn.lock_owned()).await else {
+        return Err((
+            Reason::Overloaded,
+            "another refresh of this login is still under way; retry later".to_owned(),
+        ));
+    };
+    let stale = stale_surrogates(credentials, &context.shared.credentials.load());
+    if stale
+        .iter()
+        .any(|surrogate| contains(body, surrogate.as_bytes()))
+    {
+        return Err((
+            Reason::SecretOutOfScope,
+            "another refresh of this login finished while this one waited for it: its \
+             refresh token is rotated, so this one is not sent (the CLI must read its \
+             credential file again)"
+                .to_owned(),
+        ));
+    }
+    pending.turn = Some(held);
+    Ok(())
 }
 
 /// The *retired* surrogates of projected logins: replaced by a refresh earlier in this
@@ -284,16 +341,10 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
             .any(|window| window == needle)
 }
 
-/// The 403 of a request to a token host that is refused (its `http` line with `reason`,
-/// a `credentials` line with `why`); the body says `why`.
-fn refuse_request(
-    context: &ConnContext,
-    pending: &Pending,
-    line: &Line,
-    reason: Reason,
-    why: &str,
-) -> Answered {
-    credentials_line(context, pending, AuditDecision::Deny, Vec::new(), why);
+/// The 403 (503 for [`Reason::Overloaded`]) of a request to a token host that is
+/// refused: one audit line, its `http` line with `reason` (one refusal, one line); the
+/// body says `why`.
+fn refuse_request(context: &ConnContext, line: &Line, reason: Reason, why: &str) -> Answered {
     let decision = Decision::deny(reason, line.rule.clone());
     let generic = answer::refuse_line(context, decision, line.clone());
     let (mut parts, _) = generic.into_parts();
@@ -418,17 +469,19 @@ async fn refresh(
         Ok(tokens) => tokens,
         Err(error) => return refuse(context, pending, exchange, &error.to_string()),
     };
-    let (store, surrogates) = match swap_store(context, pending, &tokens) {
-        Ok(swapped) => swapped,
+    let current = context.shared.credentials.load_full();
+    let (surrogates, refreshes) = match new_surrogates(watch, &current, &tokens) {
+        Ok(planned) => planned,
         Err(why) => return refuse(context, pending, exchange, why),
     };
-    let Ok(shown) = pure::surrogate_response(&answer, &surrogates) else {
-        return refuse(
-            context,
-            pending,
-            exchange,
-            "the answer could not be rewritten",
-        );
+    let shown = match pure::surrogate_response(&answer, &surrogates) {
+        Ok(shown) if !inert_left(watch, &tokens, &shown) => shown,
+        Ok(_) => return refuse(context, pending, exchange, "a token is outside its field"),
+        Err(_) => return refuse(context, pending, exchange, "it could not be rewritten"),
+    };
+    let store = match swap_store(context, pending, &refreshes) {
+        Ok(store) => store,
+        Err(why) => return refuse(context, pending, exchange, why),
     };
     let scrubber = store.scrubber();
     let shown = scrubber.scrub(&shown).into_owned();
@@ -523,49 +576,76 @@ async fn read_answer(
     Ok(decoded)
 }
 
-/// Replaces the proxy's credential store with one holding `tokens` under new
-/// surrogates; returns it and the surrogate of each field.
-fn swap_store(
-    context: &ConnContext,
-    pending: &Pending,
+/// The new surrogate of each token of `tokens` (an answer to `watch`'s refresh), and the
+/// store changes they make. An *inert* token ([`pure::inert`]: Codex's `id_token`) gets
+/// a surrogate for the command and goes to the host file, but into no store: it is never
+/// swapped to any host. `current` says which secrets the store has.
+fn new_surrogates(
+    watch: &Watch,
+    current: &Credentials,
     tokens: &NewTokens,
-) -> Result<(Arc<Credentials>, Surrogates), &'static str> {
-    let watch: &Watch = endpoint_watch(pending).ok_or("it answers no token endpoint")?;
-    let _swapping = pending
-        .refreshes
-        .swapping
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let current = context.shared.credentials.load_full();
+) -> Result<(Surrogates, Vec<Refresh>), &'static str> {
     let mut refreshes = Vec::new();
     let mut surrogates = Vec::new();
     for field in Field::ALL {
         let Some(real) = tokens.get(field) else {
             continue;
         };
-        let name = watch
-            .secret(field)
-            .filter(|name| current.has_secret(name))
-            .ok_or("the answer holds a token airlock cannot place")?;
+        let inert = pure::inert(watch.login, field);
+        let name = watch.secret(field).filter(|name| current.has_secret(name));
+        if name.is_none() && !inert {
+            return Err("the answer holds a token airlock cannot place");
+        }
         let surrogate = airlock_credfiles::token_surrogate(real)
             .ok_or("a new token has nothing a surrogate could randomise")?;
         surrogates.push((field, surrogate.clone()));
-        refreshes.push(Refresh {
-            name: name.to_owned(),
-            real: real.to_owned(),
-            surrogate,
-        });
+        if let Some(name) = name.filter(|_| !inert) {
+            refreshes.push(Refresh {
+                name: name.to_owned(),
+                real: real.to_owned(),
+                surrogate,
+            });
+        }
     }
     if refreshes.is_empty() {
         return Err("the answer holds no token");
     }
+    Ok((surrogates, refreshes))
+}
+
+/// Whether the answer `shown` the command would get still holds an inert token's real
+/// value (its field replaced, so anywhere else): no store scrubs those.
+fn inert_left(watch: &Watch, tokens: &NewTokens, shown: &[u8]) -> bool {
+    Field::ALL
+        .into_iter()
+        .filter(|field| pure::inert(watch.login, *field))
+        .filter_map(|field| tokens.get(field))
+        .any(|real| {
+            let escaped = serde_json::to_string(real).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            contains(shown, real.as_bytes()) || contains(shown, escaped.as_bytes())
+        })
+}
+
+/// Replaces the proxy's credential store with one holding `refreshes`; returns it.
+fn swap_store(
+    context: &ConnContext,
+    pending: &Pending,
+    refreshes: &[Refresh],
+) -> Result<Arc<Credentials>, &'static str> {
+    let _swapping = pending
+        .refreshes
+        .swapping
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let current = context.shared.credentials.load_full();
     let store = Arc::new(
         current
-            .refreshed(&refreshes)
+            .refreshed(refreshes)
             .map_err(|_| "the new tokens could not be taken in")?,
     );
     context.shared.credentials.store(Arc::clone(&store));
-    Ok((store, surrogates))
+    Ok(store)
 }
 
 /// The 502 of a token host's answer airlock does not pass on (fail closed: the raw
@@ -605,119 +685,4 @@ fn credentials_line(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn surrogates_are_found_anywhere_in_a_body() {
-        assert!(contains(b"a=1&refresh_token=SUR&b", b"SUR"));
-        assert!(!contains(b"a=1&refresh_token=SU%52", b"SUR"));
-        assert!(!contains(b"abc", b""));
-    }
-
-    /// A Claude login's store: access and refresh surrogates `A1`/`R1`-shaped.
-    fn store() -> Credentials {
-        use airlock_policy::model::{Secret, SecretSource};
-        let secret = |name: &str, surrogate: &str| {
-            let mut secret = Secret::new(name, SecretSource::Value("x".into()));
-            secret.surrogate = Some(surrogate.into());
-            secret.body = true;
-            secret
-        };
-        Credentials::new(vec![
-            (
-                secret("file:claude:accessToken", "sk-ant-oat01-SURR-A1"),
-                "sk-ant-oat01-REAL-A1".into(),
-            ),
-            (
-                secret("file:claude:refreshToken", "sk-ant-ort01-SURR-R1"),
-                "sk-ant-ort01-REAL-R1".into(),
-            ),
-        ])
-        .expect("store")
-    }
-
-    fn watch() -> Watch {
-        Watch {
-            login: pure::Login::Claude,
-            file: "/nonexistent/.credentials.json".into(),
-            copy: None,
-            secrets: vec![
-                (Field::Access, "file:claude:accessToken".into()),
-                (Field::Refresh, "file:claude:refreshToken".into()),
-            ],
-        }
-    }
-
-    #[test]
-    fn a_retired_surrogate_is_refused_even_in_a_clean_grant() {
-        let v1 = store();
-        let v2 = v1
-            .refreshed(&[
-                Refresh {
-                    name: "file:claude:refreshToken".into(),
-                    real: "sk-ant-ort01-REAL-R2".into(),
-                    surrogate: "sk-ant-ort01-SURR-R2".into(),
-                },
-                Refresh {
-                    name: "file:claude:accessToken".into(),
-                    real: "sk-ant-oat01-REAL-A2".into(),
-                    surrogate: "sk-ant-oat01-SURR-A2".into(),
-                },
-            ])
-            .expect("refreshed");
-        let watch = watch();
-        let retired = stale_surrogates(&v2, &v2);
-        assert_eq!(retired.len(), 2, "{retired:?}");
-        let old = b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R1";
-        let new = b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R2";
-        let revoke = b"token=sk-ant-ort01-SURR-R1&token_type_hint=refresh_token";
-        // Before any refresh, the grant is clean.
-        assert_eq!(
-            grant((&v1, &stale_surrogates(&v1, &v1)), Some(&watch), None, old),
-            Ok(true)
-        );
-        // G3: the request's snapshot is v1, a refresh made v2 while its body came in.
-        let raced = grant((&v1, &stale_surrogates(&v1, &v2)), Some(&watch), None, old);
-        assert!(
-            matches!(raced, Err((Reason::SecretOutOfScope, _))),
-            "{raced:?}"
-        );
-        // A later request with the retired surrogate: refused, grant or not, any path.
-        for (body, watch) in [
-            (&old[..], Some(&watch)),
-            (&revoke[..], Some(&watch)),
-            (&old[..], None),
-        ] {
-            let got = grant((&v2, &retired), watch, None, body);
-            assert!(matches!(got, Err((Reason::SecretOutOfScope, _))), "{got:?}");
-        }
-        // A retired access surrogate anywhere too.
-        let access =
-            b"grant_type=refresh_token&refresh_token=sk-ant-ort01-SURR-R2&x=sk-ant-oat01-SURR-A1";
-        assert!(grant((&v2, &retired), Some(&watch), None, access).is_err());
-        // The current surrogate is a clean grant; a body with no surrogate is no grant.
-        assert_eq!(grant((&v2, &retired), Some(&watch), None, new), Ok(true));
-        assert_eq!(
-            grant((&v2, &retired), Some(&watch), None, b"a=b"),
-            Ok(false)
-        );
-    }
-
-    #[test]
-    fn only_page_assets_skip_the_answer_check() {
-        let mut headers = HeaderMap::new();
-        assert!(!asset(&headers));
-        for (kind, skips) in [
-            ("image/png", true),
-            ("text/css; charset=utf-8", true),
-            ("application/javascript", true),
-            ("application/json", false),
-            ("text/html", false),
-            ("application/x-www-form-urlencoded", false),
-        ] {
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
-            assert_eq!(asset(&headers), skips, "{kind}");
-        }
-    }
-}
+mod tests;

@@ -4,8 +4,12 @@
 //! every response from a secret's host scrubbed of real values, head and body. A body the
 //! inspectors tripped on, or an upstream the address guard refused, is a refusal; any
 //! other failure of the upstream a 502. Either way the exchange's audit line is written.
+//! [`send`] takes an [`Upstream`] handle and [`respond`] the budget, not the connection
+//! context; between the two, `forward.rs` lets the refresh step see a token host's answer.
 
 use std::error::Error as StdError;
+use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_encoding::Decoder;
 use airlock_encoding::Limits;
@@ -17,12 +21,13 @@ use hyper::body::Incoming;
 use super::answer::Answered;
 use super::outbound::{self, Outbound, Upgrade};
 use crate::body::{ProxyBody, content_decoder};
-use crate::context::ConnContext;
+use crate::budget::Budget;
+use crate::context::{Admitted, ConnContext};
 use crate::mcp::{self, McpGuard};
 use crate::record::{BodyReport, Exchange, Trip};
 use crate::refusal;
 use crate::scrub::scrub_head;
-use crate::upstream::DialError;
+use crate::upstream::{DialError, UpstreamClient};
 use crate::websocket;
 use airlock_credentials::Scrubber;
 
@@ -35,6 +40,33 @@ const RESPONSE_DECODING: Limits = Limits {
     ratio_floor: 1024 * 1024,
 };
 
+/// What the forward step needs of the proxy (not the connection context): the pooling
+/// clients (each with its connector: the `--resolve` pins, the address guard, the
+/// upstream CA), the inspection budget, and what an upgrade's relay holds.
+pub(super) struct Upstream<'c> {
+    /// Offers h2 and HTTP/1.1.
+    pub(super) client: &'c UpstreamClient,
+    /// For upgrades: HTTP/1.1 only.
+    pub(super) http1_client: &'c UpstreamClient,
+    /// What an MCP response filter holds while it reads the answer whole.
+    pub(super) budget: &'c Budget,
+    /// An upgrade's relay: its idle timeout, and the client connection's permit it holds.
+    pub(super) relay: (Duration, &'c Arc<Admitted>),
+}
+
+impl<'c> Upstream<'c> {
+    /// The upstream handle of `context`'s proxy.
+    pub(super) fn of(context: &'c ConnContext) -> Self {
+        let shared = &context.shared;
+        Upstream {
+            client: &shared.client,
+            http1_client: &shared.http1_client,
+            budget: &shared.budget,
+            relay: (shared.limits.relay_idle_timeout, &context._permit),
+        }
+    }
+}
+
 /// How the response is inspected on its way back.
 pub(super) struct Inspectors {
     /// The destination is a secret's host: the head and the body are scrubbed with this
@@ -42,70 +74,71 @@ pub(super) struct Inspectors {
     pub(super) scrub: Option<Scrubber>,
     /// The MCP call's guard, which filters the response.
     pub(super) mcp_guard: Option<Box<McpGuard>>,
-    /// A POST to a watched token endpoint ([`super::refresh`]).
-    pub(super) refresh: Option<super::refresh::Pending>,
 }
 
-/// Sends `outbound` and answers with its (inspected) response.
-pub(super) async fn forward(
-    context: &ConnContext,
+/// The upstream's response to a request that was not upgraded, before its inspectors.
+pub(super) struct Returned {
+    pub(super) response: Response<Incoming>,
+    pub(super) exchange: Exchange,
+    /// What the request body's inspectors found, when they ran.
+    pub(super) body_report: Option<Arc<BodyReport>>,
+}
+
+/// Sends `outbound` through `upstream`'s pooling client. `Err` is the answer given here:
+/// the refusal of a body its inspectors stopped, the upstream's failure, or a switched
+/// upgrade relayed in the background (its head scrubbed with `scrub`).
+pub(super) async fn send(
+    upstream: &Upstream<'_>,
     outbound: Outbound,
-    inspectors: Inspectors,
-) -> Answered {
+    scrub: Option<&Scrubber>,
+) -> Result<Returned, Answered> {
     let Outbound {
         request,
         mut exchange,
         body_report,
         upgrade,
     } = outbound;
-    let shared = &context.shared;
     let client = if upgrade.is_some() {
-        &shared.http1_client
+        upstream.http1_client
     } else {
-        &shared.client
+        upstream.client
     };
     let response = match client.request(request).await {
         Ok(response) => response,
         Err(error) => match body_refusal(body_report.as_deref()) {
             Some((decision, cause)) => {
                 exchange.note_credential(cause.as_ref().and_then(Trip::finding));
-                return refusal::refuse_exchange(&mut exchange, decision);
+                return Err(refusal::refuse_exchange(&mut exchange, decision));
             }
-            None => return upstream_failed(exchange, &error),
+            None => return Err(upstream_failed(exchange, &error)),
         },
     };
     exchange.set_status(response.status().as_u16());
     if switched(upgrade.is_some(), response.status())
         && let Some(upgrade) = upgrade
     {
-        return relay_upgrade(context, upgrade, response, exchange, inspectors.scrub);
+        return Err(relay_upgrade(
+            upstream.relay,
+            upgrade,
+            response,
+            exchange,
+            scrub,
+        ));
     }
-    let mut inspectors = inspectors;
-    let (response, exchange) = match inspectors.refresh.take() {
-        Some(pending) => {
-            let report = body_report.as_deref();
-            // Boxed: only a refresh waits here (docs/benchmarks.md, future sizes).
-            match Box::pin(super::refresh::respond(
-                context, pending, response, exchange, report,
-            ))
-            .await
-            {
-                Ok(answered) => return answered,
-                Err(untouched) => untouched,
-            }
-        }
-        None => (response, exchange),
-    };
-    respond(context, response, exchange, inspectors).await
+    Ok(Returned {
+        response,
+        exchange,
+        body_report,
+    })
 }
 
 /// Relays a switched upgrade in the background and answers with the upstream's 101.
 fn relay_upgrade(
-    context: &ConnContext,
+    relay: (Duration, &Arc<Admitted>),
     upgrade: Upgrade,
     mut response: Response<Incoming>,
     mut exchange: Exchange,
-    scrub: Option<Scrubber>,
+    scrub: Option<&Scrubber>,
 ) -> Answered {
     if extension_unchecked(upgrade.checked, response.headers()) {
         exchange.set_status(502);
@@ -117,7 +150,7 @@ fn relay_upgrade(
     }
     let on_upstream = hyper::upgrade::on(&mut response);
     websocket::relay_upgraded(
-        context,
+        relay,
         exchange,
         (upgrade.on_client, on_upstream),
         upgrade.message_guards,
@@ -125,15 +158,16 @@ fn relay_upgrade(
         upgrade.message_room,
     );
     let (mut parts, _) = response.into_parts();
-    if let Some(scrubber) = &scrub {
+    if let Some(scrubber) = scrub {
         scrub_head(scrubber, &mut parts);
     }
     Response::from_parts(parts, ProxyBody::empty())
 }
 
-/// The response of a request that was not upgraded, through its inspectors.
-async fn respond(
-    context: &ConnContext,
+/// The response of a request that was not upgraded, through its inspectors (an MCP
+/// filter reading the answer whole takes its bytes from `budget`).
+pub(super) async fn respond(
+    budget: &Budget,
     response: Response<Incoming>,
     exchange: Exchange,
     inspectors: Inspectors,
@@ -146,9 +180,9 @@ async fn respond(
     let (mut parts, body, mut exchange) = match inspectors.mcp_guard {
         None => (parts, body, exchange),
         Some(guard) => {
-            let scrub = scrubber.is_some();
+            let scrub = scrubber.as_ref();
             // Boxed: only an MCP call waits here (docs/benchmarks.md, future sizes).
-            let filtered = mcp::filter_response(context, guard, parts, body, exchange, scrub);
+            let filtered = mcp::filter_response(budget, guard, parts, body, exchange, scrub);
             match Box::pin(filtered).await {
                 Ok(response) => return response,
                 Err(untouched) => untouched,

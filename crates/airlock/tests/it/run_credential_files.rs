@@ -101,7 +101,7 @@ fn reals() -> Vec<String> {
 }
 
 /// A home under the run's scratch directory with `files` and the policy file.
-fn make_home(run: &RunHome, files: &[(&str, String)], policy: &str) -> PathBuf {
+pub(crate) fn make_home(run: &RunHome, files: &[(&str, String)], policy: &str) -> PathBuf {
     let home = run.scratch().join("home");
     for (path, content) in files {
         let path = home.join(path);
@@ -115,7 +115,12 @@ fn make_home(run: &RunHome, files: &[(&str, String)], policy: &str) -> PathBuf {
     home
 }
 
-fn run_in(run: &RunHome, home: &Path, flags: &[String], script: &str) -> (String, String, i32) {
+pub(crate) fn run_in(
+    run: &RunHome,
+    home: &Path,
+    flags: &[String],
+    script: &str,
+) -> (String, String, i32) {
     let policy = home.join("policy.yaml").to_string_lossy().into_owned();
     let log = run.log_path().to_string_lossy().into_owned();
     let mut args: Vec<&str> = vec!["--policy", &policy, "--log", &log];
@@ -582,11 +587,12 @@ fn codex_signed_in_by_its_auth_file_sends_the_real_token_to_chatgpt() {
 
 /// Review 35, F6: a store the policy turns on whose file is absent, in a directory the
 /// command may write (the claude profile's `~/.claude`): the command creates the file
-/// (planting its own login), and after the run the host has no such file — it is set
-/// aside as a protected path is — and the start and end lines say so.
+/// (planting its own login) in the run's private copy of `~/.claude`, which is never
+/// copied back under a store's name: after the run the host has no such file and nothing
+/// was set aside.
 #[test]
-fn an_absent_store_file_the_command_creates_is_set_aside() {
-    if !namespaces_available("an_absent_store_file_the_command_creates_is_set_aside") {
+fn an_absent_store_file_the_command_creates_stays_in_the_run() {
+    if !namespaces_available("an_absent_store_file_the_command_creates_stays_in_the_run") {
         return;
     }
     let run = RunHome::new();
@@ -603,32 +609,60 @@ fn an_absent_store_file_the_command_creates_is_set_aside() {
     let (stdout, stderr, status) = run_in(&run, &home, &[], &script);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("credential files: absent, write-protected")
-            && stderr.contains("set aside at the end): claude"),
+        stdout.contains("PLANTED") && stdout.contains("READ"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("credential file directories: private to the run"),
         "{stderr}"
     );
     let host = home.join(".claude/.credentials.json");
     assert!(
         std::fs::symlink_metadata(&host).is_err(),
-        "the command's file stayed on the host: {stdout}\n{stderr}"
+        "the command's file reached the host: {stdout}\n{stderr}"
     );
-    // The write itself succeeds (the directory is writable); the end check sets it aside.
-    assert!(stdout.contains("PLANTED"), "{stdout}\n{stderr}");
-    let aside = home.join(".claude/.credentials.json.airlock-quarantine");
-    assert!(aside.exists(), "{stderr}");
     assert!(
-        stderr.contains("airlock: quarantined") && stderr.contains(".credentials.json"),
-        "{stderr}"
+        !home
+            .join(".claude/.credentials.json.airlock-quarantine")
+            .exists()
     );
 }
 
+/// Starts a thread that waits (bounded) for `started` and then renames a new file holding
+/// `canary` over `host`, as the user's own Claude Code saves a refreshed login outside.
+fn rename_over_when(
+    started: PathBuf,
+    host: PathBuf,
+    canary: &str,
+) -> std::thread::JoinHandle<bool> {
+    let new = format!("{{\"claudeAiOauth\":{{\"accessToken\":\"{canary}\"}}}}");
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !started.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let tmp = host.with_file_name(".credentials.json.tmp.1");
+        std::fs::write(&tmp, new).expect("new file");
+        std::fs::rename(&tmp, &host).expect("rename over");
+        started.exists()
+    })
+}
+
+/// The command's loop: marks the start in a live directory of `~/.claude` (seen by the
+/// host), then reads the credential file 150 times, 0.1 s apart, printing each distinct
+/// content once.
+const READ_LOOP: &str = "mkdir -p ~/.claude/projects && touch ~/.claude/projects/started; \
+    i=0; while [ $i -lt 150 ]; do cat ~/.claude/.credentials.json 2>&1; echo; \
+    sleep 0.1; i=$((i+1)); done | sort -u; echo FINISHED";
+
 /// Review 35, F1: a host process (the user's own Claude Code saving its refreshed login)
-/// renames a new file over the projected `.credentials.json` while the command runs in a
-/// jail whose `~/.claude` is writable: that detaches the projection, so the run is stopped
-/// at once — 125, stderr naming the file and why, a `kind: credentials` deny audit line.
+/// renames a new file over `.credentials.json` while the command runs in a jail whose
+/// `~/.claude` is writable. `~/.claude` is the run's private directory, so the name is not
+/// shared with the host: the run goes on (no 125), the command keeps reading its
+/// surrogate copy and never sees the new real token, and the host keeps its new file.
 #[test]
-fn a_host_rename_over_a_projected_file_stops_the_run() {
-    if !namespaces_available("a_host_rename_over_a_projected_file_stops_the_run") {
+fn a_host_rename_over_a_projected_file_changes_nothing_inside() {
+    if !namespaces_available("a_host_rename_over_a_projected_file_changes_nothing_inside") {
         return;
     }
     let run = RunHome::new();
@@ -636,102 +670,72 @@ fn a_host_rename_over_a_projected_file_stops_the_run() {
         "{{\"claudeAiOauth\":{{\"accessToken\":\"{CLAUDE_ACCESS}\",\"refreshToken\":\
          \"{CLAUDE_REFRESH}\",\"expiresAt\":1,\"scopes\":[\"user:inference\"]}}}}"
     );
-    let files = vec![(".claude/.credentials.json", login)];
+    let files = vec![
+        (".claude/.credentials.json", login),
+        (".claude/projects/.keep", String::new()),
+    ];
     let policy =
         "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
     let home = make_home(&run, &files, policy);
     let host = home.join(".claude/.credentials.json");
-    let started = home.join(".claude/started");
     let canary = "sk-ant-oat01-HOSTrenamedCANARY0123456789abcdefghijklmnopqrstuvwxyz";
-    let renamer = {
-        let (host, started) = (host.clone(), started.clone());
-        let new = format!("{{\"claudeAiOauth\":{{\"accessToken\":\"{canary}\"}}}}");
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !started.exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            let tmp = host.with_file_name(".credentials.json.tmp.1");
-            std::fs::write(&tmp, new).expect("new file");
-            std::fs::rename(&tmp, &host).expect("rename over");
-        })
-    };
-    let script = "touch ~/.claude/started; i=0; while [ $i -lt 150 ]; do \
-                  cat ~/.claude/.credentials.json >/dev/null; sleep 0.1; i=$((i+1)); done; \
-                  echo FINISHED";
-    let (stdout, stderr, status) = run_in(&run, &home, &[], script);
-    renamer.join().expect("renamer");
-    assert_eq!(status, 125, "{stdout}\n{stderr}");
-    assert!(!stdout.contains("FINISHED"), "{stdout}\n{stderr}");
+    let renamer = rename_over_when(home.join(".claude/projects/started"), host.clone(), canary);
+    let (stdout, stderr, status) = run_in(&run, &home, &[], READ_LOOP);
     assert!(
-        stderr.contains(&host.display().to_string())
-            && stderr.contains("renamed over it on the host")
-            && stderr.contains("the run was stopped"),
-        "{stderr}"
+        renamer.join().expect("renamer"),
+        "the command never started"
     );
-    let denied = run.audit_lines().into_iter().any(|line| {
-        line["kind"] == "credentials"
-            && line["decision"] == "deny"
-            && line["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("renamed over it"))
-    });
-    assert!(denied, "no credentials deny line: {stderr}");
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("FINISHED"), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains(canary) && !stdout.contains(CLAUDE_ACCESS),
+        "{stdout}"
+    );
+    // One content only, the surrogate copy, all along.
+    let shown: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("claudeAiOauth"))
+        .collect();
+    assert_eq!(shown.len(), 1, "{stdout}");
+    assert!(shown[0].contains("sk-ant-oat01-"), "{stdout}");
+    assert!(!stderr.contains("the run was stopped"), "{stderr}");
+    assert!(
+        std::fs::read_to_string(&host)
+            .expect("host")
+            .contains(canary)
+    );
     let audit = std::fs::read_to_string(run.log_path()).unwrap_or_default();
     assert!(!audit.contains(CLAUDE_REFRESH) && !audit.contains(canary));
 }
 
 /// Review 35 rereview G1: the same host rename over a *hidden* credential file (one that
-/// cannot be parsed, covered by `/dev/null` inside) while `~/.claude` is writable: the
-/// cover is detached the same way, so the run is stopped the same way.
+/// cannot be parsed: an empty read-only file in the run's private `~/.claude`): the run
+/// goes on and the command never sees the host's new file.
 #[test]
-fn a_host_rename_over_a_hidden_file_stops_the_run() {
-    if !namespaces_available("a_host_rename_over_a_hidden_file_stops_the_run") {
+fn a_host_rename_over_a_hidden_file_changes_nothing_inside() {
+    if !namespaces_available("a_host_rename_over_a_hidden_file_changes_nothing_inside") {
         return;
     }
     let run = RunHome::new();
     let unparseable = format!("not json {{ \"accessToken\": \"{CLAUDE_ACCESS}\"");
-    let files = vec![(".claude/.credentials.json", unparseable)];
+    let files = vec![
+        (".claude/.credentials.json", unparseable),
+        (".claude/projects/.keep", String::new()),
+    ];
     let policy =
         "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
     let home = make_home(&run, &files, policy);
     let host = home.join(".claude/.credentials.json");
-    let started = home.join(".claude/started");
     let canary = "sk-ant-oat01-HOSTrenamedHIDDEN0123456789abcdefghijklmnopqrstuvwxyz";
-    let renamer = {
-        let (host, started) = (host.clone(), started.clone());
-        let new = format!("{{\"claudeAiOauth\":{{\"accessToken\":\"{canary}\"}}}}");
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !started.exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            let tmp = host.with_file_name(".credentials.json.tmp.2");
-            std::fs::write(&tmp, new).expect("new file");
-            std::fs::rename(&tmp, &host).expect("rename over");
-        })
-    };
-    let script = "echo BEFORE; cat ~/.claude/.credentials.json; echo; touch ~/.claude/started; \
-                  i=0; while [ $i -lt 150 ]; do \
-                  cat ~/.claude/.credentials.json >/dev/null; sleep 0.1; i=$((i+1)); done; \
-                  echo FINISHED";
-    let (stdout, stderr, status) = run_in(&run, &home, &[], script);
-    renamer.join().expect("renamer");
-    assert!(stderr.contains("hidden: claude ("), "{stderr}");
-    assert_eq!(stdout.trim(), "BEFORE", "{stderr}");
-    assert_eq!(status, 125, "{stdout}\n{stderr}");
+    let renamer = rename_over_when(home.join(".claude/projects/started"), host.clone(), canary);
+    let (stdout, stderr, status) = run_in(&run, &home, &[], READ_LOOP);
     assert!(
-        stderr.contains(&host.display().to_string())
-            && stderr.contains("renamed over it on the host")
-            && stderr.contains("the run was stopped"),
-        "{stderr}"
+        renamer.join().expect("renamer"),
+        "the command never started"
     );
-    let denied = run.audit_lines().into_iter().any(|line| {
-        line["kind"] == "credentials"
-            && line["decision"] == "deny"
-            && line["path"].as_str() == Some(host.to_string_lossy().as_ref())
-    });
-    assert!(denied, "no credentials deny line: {stderr}");
+    assert!(stderr.contains("hidden: claude ("), "{stderr}");
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert_eq!(stdout.trim(), "FINISHED", "{stderr}");
     let audit = std::fs::read_to_string(run.log_path()).unwrap_or_default();
     assert!(!audit.contains(CLAUDE_ACCESS) && !audit.contains(canary));
     assert!(!stderr.contains(CLAUDE_ACCESS) && !stderr.contains(canary));

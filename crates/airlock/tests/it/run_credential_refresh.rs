@@ -1,223 +1,28 @@
 //! OAuth refreshes of projected logins under `airlock run` (docs/secrets.md,
 //! "Refreshes"): a home with Claude Code's `.credentials.json` (real tokens), the policy
 //! projecting it, and the scripted model server (`tests/fixtures/model_server.py`) as
-//! Claude's token endpoint and API on `ADDRESS:443`. A python client inside the jail reads
-//! the projected file, refreshes with its (surrogate) refresh token, and calls the API
-//! with the new (surrogate) access token. Checked: the server saw the real refresh token,
-//! then the new real access token; the command saw only surrogates (canaries); the host
-//! file holds the new real tokens (mode and owner kept); an error answer changes nothing;
-//! two runs refreshing at once leave the fresher login. As root, and as the test user.
+//! Claude's token endpoint and API on `ADDRESS:443` (setup:
+//! `support::credential_refresh`). A python client inside the jail reads the projected
+//! file, refreshes with its (surrogate) refresh token, and calls the API with the new
+//! (surrogate) access token. Checked: the server saw the real refresh token, then the new
+//! real access token; the command saw only surrogates (canaries); the host file holds the
+//! new real tokens (mode and owner kept); an error answer changes nothing; two runs
+//! refreshing at once leave the fresher login; refusals (not a grant, ambiguous, retired,
+//! down-scoped, a second grant of one login at once) are never sent and are one audit
+//! line each; runs starting at once on a fresh `AIRLOCK_HOME` share one CA. As root, and
+//! as the test user. The real CLIs and Codex's file: `run_credential_refresh_agents`.
 
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::os::unix::fs::MetadataExt as _;
 
 use serde_json::Value;
 
 use crate::support::TestPki;
-use crate::support::agents::{ModelServer, can_serve_443, header_values};
-use crate::support::clients::{BoundedOutput, run_bounded};
+use crate::support::agents::{can_serve_443, header_values};
+use crate::support::credential_refresh::{
+    Place, REAL_ACCESS, REAL_REFRESH, REVOKED_REFRESH, SLOW_FOR, SlowTokenServer,
+    credentials_lines, issued, marked, outcome, setup, succeeded,
+};
 use crate::support::run::{code, namespaces_available, read_lines};
-
-const REAL_ACCESS: &str = "sk-ant-oat01-REALaccessCANARY0123456789abcdefghijklmnopqrstuv";
-const REAL_REFRESH: &str = "sk-ant-ort01-REALrefreshCANARY0123456789abcdefghijklmnopqrstu";
-const REVOKED_REFRESH: &str = "sk-ant-ort01-REVOKEDrefreshCANARY0123456789abcdefghijklmnop";
-
-/// The client run inside the jail: refresh with the projected refresh token, then call
-/// the API with the new access token; prints what it got, marked.
-const CLIENT: &str = r#"
-import json, os, sys, urllib.request, urllib.error
-path = os.path.expanduser("~/.claude/.credentials.json")
-creds = json.load(open(path))["claudeAiOauth"]
-print("FILE " + json.dumps(creds))
-grant_file = os.path.expanduser("~/grant.txt")
-grant = open(grant_file).read().strip() if os.path.exists(grant_file) else "refresh_token"
-fields = {"grant_type": grant, "refresh_token": creds["refreshToken"],
-          "client_id": "9d1c250a-e61b-44d9-88ed-5944d1962f5e"}
-if grant != "refresh_token":
-    fields["code"] = "attacker-code"
-body = json.dumps(fields).encode()
-request = urllib.request.Request("https://platform.claude.com/v1/oauth/token", data=body,
-                                 headers={"Content-Type": "application/json"}, method="POST")
-try:
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        status, text = answer.status, answer.read().decode()
-except urllib.error.HTTPError as error:
-    status, text = error.code, error.read().decode()
-print("REFRESH %d %s" % (status, text))
-if status != 200:
-    sys.exit(0)
-access = json.loads(text)["access_token"]
-call = urllib.request.Request("https://api.anthropic.com/v1/messages/count_tokens",
-    data=b'{"model":"m","messages":[]}', method="POST",
-    headers={"Authorization": "Bearer " + access, "Content-Type": "application/json"})
-with urllib.request.urlopen(call, timeout=30) as answer:
-    print("API %d %s" % (answer.status, answer.read().decode()))
-# The file again, after the host's file was written back: still the projection.
-print("AFTER " + open(path).read().replace("\n", " "))
-"#;
-
-/// One test's home (with the credential file), logs and policy.
-struct Place {
-    dir: tempfile::TempDir,
-}
-
-impl Place {
-    fn new(refresh: &str) -> Place {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-        let place = Place { dir };
-        let claude = place.home().join(".claude");
-        std::fs::create_dir_all(&claude).expect("claude dir");
-        std::fs::create_dir_all(place.logs()).expect("logs");
-        std::fs::create_dir_all(place.project()).expect("project");
-        let file = format!(
-            "{{\"claudeAiOauth\":{{\"accessToken\":\"{REAL_ACCESS}\",\"refreshToken\":\
-             \"{refresh}\",\"expiresAt\":1000,\"scopes\":[\"user:inference\"],\
-             \"subscriptionType\":\"max\"}}}}"
-        );
-        std::fs::write(place.credentials(), file).expect("credentials");
-        std::fs::set_permissions(place.credentials(), std::fs::Permissions::from_mode(0o600))
-            .expect("chmod");
-        std::fs::write(place.project().join("client.py"), CLIENT).expect("client");
-        let policy = "version: 1\nnetwork:\n  allow:\n    - host: platform.claude.com\n    \
-                      - host: api.anthropic.com\nfilesystem:\n  writable: [\"~/.claude\"]\n\
-                      credentials:\n  files: [claude]\n";
-        std::fs::write(place.logs().join("airlock.yaml"), policy).expect("policy");
-        if let Some(uid) = crate::support::test_user::uid() {
-            crate::support::test_user::chown_tree(place.dir.path(), uid);
-        }
-        place
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    /// The working directory of the run (a project inside the home, as a user's: the
-    /// home itself as a project would protect its `.claude` and `.codex`).
-    fn project(&self) -> PathBuf {
-        self.home().join("proj")
-    }
-
-    fn logs(&self) -> PathBuf {
-        self.dir.path().join("logs")
-    }
-
-    fn credentials(&self) -> PathBuf {
-        self.home().join(".claude/.credentials.json")
-    }
-
-    /// `airlock run` of the client against the server on `address`, audit log `log`.
-    fn run(&self, pki: &TestPki, address: &str, log: &str) -> BoundedOutput {
-        let client = ["python3".to_owned(), "client.py".to_owned()];
-        self.run_program(pki, address, log, &client)
-    }
-
-    /// `airlock run` of `program` (argv) against the server on `address`.
-    fn run_program(
-        &self,
-        pki: &TestPki,
-        address: &str,
-        log: &str,
-        program: &[String],
-    ) -> BoundedOutput {
-        let airlock = env!("CARGO_BIN_EXE_airlock");
-        let mut command = match crate::support::test_user::uid() {
-            Some(uid) => {
-                let mut command = crate::support::test_user::wrap(uid);
-                command.arg(airlock);
-                command
-            }
-            None => Command::new(airlock),
-        };
-        command
-            .arg("run")
-            .args(["--profile", "none", "--policy"])
-            .arg(self.logs().join("airlock.yaml"))
-            .arg("--resolve")
-            .arg(format!("platform.claude.com:{address}"))
-            .arg("--resolve")
-            .arg(format!("api.anthropic.com:{address}"))
-            .arg("--resolve")
-            .arg(format!("auth.openai.com:{address}"))
-            .arg("--resolve")
-            .arg(format!("api.openai.com:{address}"))
-            .arg("--resolve")
-            .arg(format!("chatgpt.com:{address}"))
-            .arg("--upstream-ca")
-            .arg(&pki.upstream_ca_cert)
-            .arg("--log")
-            .arg(self.logs().join(log))
-            .arg("--")
-            .args(program)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.home())
-            // One airlock home per run: two runs creating one CA at once race (not what
-            // this module tests).
-            .env(
-                "AIRLOCK_HOME",
-                self.dir.path().join(format!("airlock-home-{log}")),
-            )
-            .current_dir(self.project());
-        run_bounded(&mut command, crate::support::agents::AGENT_TIMEOUT)
-    }
-
-    fn file(&self) -> Value {
-        let text = std::fs::read_to_string(self.credentials()).expect("read credentials");
-        serde_json::from_str(&text).expect("the host file is JSON")
-    }
-}
-
-/// The PKI, a place and the server on `address:443`; `None` when this machine cannot.
-fn setup(address: &str, test: &str, refresh: &str) -> Option<(TestPki, Place, ModelServer)> {
-    if !namespaces_available(test) || !can_serve_443(address) {
-        return None;
-    }
-    let pki = TestPki::new();
-    let place = Place::new(refresh);
-    let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(&pki, address, &record, "true");
-    Some((pki, place, server))
-}
-
-/// The run's stdout, and stdout and stderr together for assertion messages.
-fn outcome(output: &BoundedOutput) -> (String, String) {
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let context = format!("stdout:\n{stdout}\nstderr:\n{}", output.stderr);
-    (stdout, context)
-}
-
-/// [`outcome`] of a run that must have exited 0.
-fn succeeded(output: &BoundedOutput) -> (String, String) {
-    let (stdout, context) = outcome(output);
-    assert_eq!(code(output), 0, "{context}");
-    (stdout, context)
-}
-
-/// The value after `marker ` on the output's line starting with it.
-fn marked<'a>(stdout: &'a str, marker: &str) -> Option<&'a str> {
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{marker} ")))
-}
-
-/// What the server issued, in order.
-fn issued(server: &ModelServer) -> Vec<Value> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r["method"] == "OAUTH")
-        .map(|r| r["issued"].clone())
-        .collect()
-}
-
-fn credentials_lines(path: &Path) -> Vec<Value> {
-    read_lines(path)
-        .into_iter()
-        .filter(|line| line["kind"] == "credentials")
-        .collect()
-}
 
 #[test]
 fn a_refresh_inside_run_gives_surrogates_and_writes_the_real_tokens_back() {
@@ -375,92 +180,6 @@ fn two_runs_refreshing_at_once_leave_the_fresher_login() {
     );
 }
 
-/// The real Claude Code CLI (from the `claude-agent-sdk` wheel), logged in through an
-/// expired `.credentials.json` only (no API key): it refreshes, then calls the model with
-/// the new token (its tool call runs `wc` on the projected file).
-#[test]
-fn the_real_claude_code_refreshes_an_expired_login_and_calls_the_model() {
-    let test = "the_real_claude_code_refreshes_an_expired_login_and_calls_the_model";
-    if !namespaces_available(test) || !can_serve_443("127.35.2.38") {
-        return;
-    }
-    let claude = crate::support::agents::Agent::Claude;
-    let executable = claude.executable();
-    let pki = TestPki::new();
-    let place = Place::new(REAL_REFRESH);
-    let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(
-        &pki,
-        "127.35.2.38",
-        &record,
-        "wc -c ~/.claude/.credentials.json",
-    );
-    let mut args = vec![executable.to_string_lossy().into_owned()];
-    args.extend(claude.arguments());
-    let output = place.run_program(&pki, "127.35.2.38", "audit.jsonl", &args);
-    let (stdout, context) = outcome(&output);
-    let requests = server.requests();
-    let paths: Vec<String> = requests
-        .iter()
-        .map(|r| format!("{} {}", r["method"], r["path"]))
-        .collect();
-    let refused: Vec<Value> = read_lines(&place.logs().join("audit.jsonl"))
-        .into_iter()
-        .filter(|line| line["decision"] == "deny")
-        .collect();
-    let context = format!("{context}\nrequests: {paths:?}\nrefused: {refused:?}");
-    assert_eq!(code(&output), 0, "{context}");
-    assert!(
-        stdout.contains(crate::support::agents::FINAL_TEXT),
-        "{context}"
-    );
-    let issued = issued(&server);
-    assert_eq!(issued.len(), 1, "one refresh: {context}");
-    let new_access = issued[0]["access_token"].as_str().expect("issued access");
-    let new_refresh = issued[0]["refresh_token"].as_str().expect("issued refresh");
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/oauth/token")
-        .expect("the refresh reached the server");
-    assert_eq!(refresh["body"]["refresh_token"], REAL_REFRESH, "{context}");
-    let calls: Vec<&Value> = requests
-        .iter()
-        .filter(|r| {
-            r["method"] == "POST"
-                && r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/v1/messages"))
-        })
-        .collect();
-    assert!(!calls.is_empty(), "{context}");
-    for call in &calls {
-        assert_eq!(
-            header_values(call, "authorization"),
-            [format!("Bearer {new_access}")],
-            "{context}"
-        );
-    }
-    // What the model got back from the tool (the file as the command sees it) and every
-    // output hold no real token.
-    let bodies: Vec<&Value> = calls.iter().map(|call| &call["body"]).collect();
-    let sent_back = serde_json::to_string(&bodies).expect("json");
-    let audit = std::fs::read_to_string(place.logs().join("audit.jsonl")).unwrap_or_default();
-    for real in [REAL_ACCESS, REAL_REFRESH, new_access, new_refresh] {
-        assert!(
-            !stdout.contains(real) && !output.stderr.contains(real),
-            "{context}"
-        );
-        assert!(
-            !sent_back.contains(real),
-            "a real token reached the model through the tool"
-        );
-        assert!(!audit.contains(real), "a real token in the audit log");
-    }
-    let file = place.file();
-    assert_eq!(file["claudeAiOauth"]["accessToken"], new_access);
-    assert_eq!(file["claudeAiOauth"]["refreshToken"], new_refresh);
-}
-
 /// A 2xx answer airlock cannot read (HTML) or place (a `session_token` besides the
 /// tokens) is a 502: the command never gets the body, the host file is unchanged.
 #[test]
@@ -489,110 +208,6 @@ fn a_refresh_answer_airlock_cannot_place_is_a_502_and_changes_nothing() {
     assert_eq!(issued(&server).len(), 1);
 }
 
-/// Codex's `auth.json`: the refresh's `id_token` (a JWT) is shown with its claims and a
-/// random signature; the new access token works towards api.openai.com; the host file
-/// gets the new tokens and `last_refresh`.
-const CODEX_CLIENT: &str = r#"
-import json, os, urllib.request
-auth = json.load(open(os.path.expanduser("~/.codex/auth.json")))
-body = json.dumps({"client_id": "app_EMoamEEZ73f0CkXaXp7hrann", "grant_type": "refresh_token",
-                   "refresh_token": auth["tokens"]["refresh_token"],
-                   "scope": "openid profile email"}).encode()
-request = urllib.request.Request("https://auth.openai.com/oauth/token", data=body,
-                                 headers={"Content-Type": "application/json"}, method="POST")
-with urllib.request.urlopen(request, timeout=30) as answer:
-    text = answer.read().decode()
-    print("REFRESH %d %s" % (answer.status, text))
-access = json.loads(text)["access_token"]
-call = urllib.request.Request("https://api.openai.com/v1/models",
-                              headers={"Authorization": "Bearer " + access})
-with urllib.request.urlopen(call, timeout=30) as answer:
-    print("API %d" % answer.status)
-# The file again, after the host's file was written back: still the projection.
-print("AFTER " + open(os.path.expanduser("~/.codex/auth.json")).read().replace("\n", " "))
-"#;
-
-#[test]
-fn a_codex_refresh_keeps_the_id_token_claims_and_writes_back() {
-    let test = "a_codex_refresh_keeps_the_id_token_claims_and_writes_back";
-    let Some((pki, place, server)) = setup("127.35.2.40", test, REAL_REFRESH) else {
-        return;
-    };
-    let real_access = "REALcodexACCESScanary0123456789abcdefghijklmnopqrstuvwxyz";
-    let real_refresh = "rt_REALcodexREFRESHcanary0123456789abcdefghijklmnopqrstu";
-    let real_id = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALcodexIDsignature0123456789abcdef";
-    let codex = place.home().join(".codex");
-    std::fs::create_dir_all(&codex).expect("codex dir");
-    let auth = format!(
-        "{{\n  \"OPENAI_API_KEY\": null,\n  \"tokens\": {{\n    \"id_token\": \"{real_id}\",\n    \
-         \"access_token\": \"{real_access}\",\n    \"refresh_token\": \"{real_refresh}\",\n    \
-         \"account_id\": \"acct\"\n  }},\n  \"last_refresh\": \"2026-01-01T00:00:00Z\"\n}}\n"
-    );
-    std::fs::write(codex.join("auth.json"), auth).expect("auth.json");
-    std::fs::set_permissions(
-        codex.join("auth.json"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
-    std::fs::write(place.project().join("codex_client.py"), CODEX_CLIENT).expect("client");
-    let policy = "version: 1\nnetwork:\n  allow:\n    - host: auth.openai.com\n    \
-                  - host: api.openai.com\ncredentials:\n  files: [codex]\n";
-    std::fs::write(place.logs().join("airlock.yaml"), policy).expect("policy");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&place.home(), uid);
-        crate::support::test_user::chown_tree(&place.logs(), uid);
-    }
-    let program = ["python3".to_owned(), "codex_client.py".to_owned()];
-    let output = place.run_program(&pki, "127.35.2.40", "audit.jsonl", &program);
-    let (stdout, context) = succeeded(&output);
-    let issued = issued(&server);
-    assert_eq!(issued.len(), 1, "{context}");
-    let new_id = issued[0]["id_token"].as_str().expect("id");
-    let new_access = issued[0]["access_token"].as_str().expect("access");
-    let new_refresh = issued[0]["refresh_token"].as_str().expect("refresh");
-    let requests = server.requests();
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/oauth/token")
-        .expect("the refresh reached the server");
-    assert_eq!(refresh["body"]["refresh_token"], real_refresh);
-    let models = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/models")
-        .expect("the API call");
-    assert_eq!(
-        header_values(models, "authorization"),
-        [format!("Bearer {new_access}")]
-    );
-    let answer: Value =
-        serde_json::from_str(marked(&stdout, "REFRESH 200").expect("refreshed")).expect("json");
-    let shown_id = answer["id_token"].as_str().expect("id shown");
-    let (claims, signature) = new_id.rsplit_once('.').expect("jwt");
-    assert!(shown_id.starts_with(&format!("{claims}.")), "{context}");
-    assert!(!shown_id.ends_with(signature), "{context}");
-    for real in [
-        real_access,
-        real_refresh,
-        real_id,
-        new_access,
-        new_refresh,
-        new_id,
-    ] {
-        assert!(
-            !stdout.contains(real),
-            "a real token reached the command: {context}"
-        );
-    }
-    let file: Value =
-        serde_json::from_slice(&std::fs::read(codex.join("auth.json")).expect("read"))
-            .expect("json");
-    assert_eq!(file["tokens"]["id_token"], new_id);
-    assert_eq!(file["tokens"]["access_token"], new_access);
-    assert_eq!(file["tokens"]["refresh_token"], new_refresh);
-    assert_eq!(file["tokens"]["account_id"], "acct");
-    assert_ne!(file["last_refresh"], "2026-01-01T00:00:00Z");
-}
-
 /// A token request that carries the projected refresh token but is not a refresh grant
 /// (an `authorization_code` login of another account, say) is refused 403 before it is
 /// sent (the real token is never swapped into it), and the host file is unchanged.
@@ -603,9 +218,7 @@ fn a_token_request_that_is_not_a_refresh_grant_is_never_written_back() {
         return;
     };
     std::fs::write(place.home().join("grant.txt"), "authorization_code").expect("grant");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&place.home(), uid);
-    }
+    place.adopt();
     let before = std::fs::read(place.credentials()).expect("read");
     let output = place.run(&pki, "127.35.2.41", "audit.jsonl");
     let (stdout, context) = succeeded(&output);
@@ -613,125 +226,25 @@ fn a_token_request_that_is_not_a_refresh_grant_is_never_written_back() {
     assert!(marked(&stdout, "REFRESH 403").is_some(), "{context}");
     assert!(!stdout.contains(REAL_REFRESH), "{context}");
     assert_eq!(std::fs::read(place.credentials()).expect("read"), before);
-    let lines = credentials_lines(&place.logs().join("audit.jsonl"));
+    let refused = marked(&stdout, "REFRESH 403").expect("refused");
+    assert!(refused.contains("not a refresh grant"), "{context}");
+    // One refusal, one audit line (rereview35: the refresh step wrote two).
+    let denied = denied_lines(&place);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["kind"], "http");
+    assert_eq!(denied[0]["reason"], "secret_out_of_scope");
     assert!(
-        lines.iter().any(|l| l["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("not a refresh grant"))),
-        "{lines:?}"
+        output.stderr.contains("airlock: 1 request refused"),
+        "{context}"
     );
 }
 
-/// A JWT with `claims` and signature `signature` (unsigned: only its shape matters here).
-fn jwt(claims: &Value, signature: &str) -> String {
-    use base64::Engine as _;
-    let encode = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    let header = encode(br#"{"alg":"RS256","typ":"JWT"}"#);
-    let payload = encode(claims.to_string().as_bytes());
-    format!("{header}.{payload}.{signature}")
-}
-
-/// The real Codex CLI (from the `openai-codex-cli-bin` wheel), logged in with ChatGPT
-/// tokens in `auth.json` whose access token expired: it refreshes at auth.openai.com, then
-/// calls chatgpt.com with the new token (the turn itself is not checked: the scripted
-/// server does not play ChatGPT's backend).
-#[test]
-fn the_real_codex_refreshes_an_expired_login_and_calls_the_model() {
-    let test = "the_real_codex_refreshes_an_expired_login_and_calls_the_model";
-    if !namespaces_available(test) || !can_serve_443("127.35.2.42") {
-        return;
-    }
-    let codex_agent = crate::support::agents::Agent::Codex;
-    let executable = codex_agent.executable();
-    let pki = TestPki::new();
-    let place = Place::new(REAL_REFRESH);
-    let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(&pki, "127.35.2.42", &record, "echo probe");
-    let claims = serde_json::json!({
-        "exp": 1000, "email": "user@example.com",
-        "https://api.openai.com/auth": {"chatgpt_plan_type": "plus",
-            "chatgpt_account_id": "acct", "chatgpt_user_id": "user"}});
-    let real_id = jwt(&claims, "REALcodexIDsignature0123456789abcdefghij");
-    let real_access = jwt(&claims, "REALcodexACCESSsignature0123456789abcdef");
-    let real_refresh = "rt_REALcodexREFRESHcanary0123456789abcdefghijklmnopqrstu";
-    let codex = place.home().join(".codex");
-    std::fs::create_dir_all(&codex).expect("codex dir");
-    let auth = serde_json::json!({
-        "OPENAI_API_KEY": null,
-        "tokens": {"id_token": real_id, "access_token": real_access,
-                   "refresh_token": real_refresh, "account_id": "acct"},
-        "last_refresh": "2020-01-01T00:00:00Z"});
-    std::fs::write(codex.join("auth.json"), auth.to_string()).expect("auth.json");
-    std::fs::set_permissions(
-        codex.join("auth.json"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
-    let policy = "version: 1\nnetwork:\n  allow:\n    - host: auth.openai.com\n    \
-                  - host: chatgpt.com\n    - host: api.openai.com\nfilesystem:\n  writable: \
-                  [\"~/.codex\", \".\"]\ncredentials:\n  files: [codex]\n";
-    std::fs::write(place.logs().join("airlock.yaml"), policy).expect("policy");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&place.home(), uid);
-        crate::support::test_user::chown_tree(&place.logs(), uid);
-    }
-    let mut args = vec![executable.to_string_lossy().into_owned()];
-    args.extend(codex_agent.arguments());
-    let output = place.run_program(&pki, "127.35.2.42", "audit.jsonl", &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let requests = server.requests();
-    let paths: Vec<String> = requests
-        .iter()
-        .map(|r| format!("{} {}", r["method"], r["path"]))
-        .collect();
-    let refused: Vec<Value> = read_lines(&place.logs().join("audit.jsonl"))
+/// The audit log's `deny` lines.
+fn denied_lines(place: &Place) -> Vec<Value> {
+    read_lines(&place.logs().join("audit.jsonl"))
         .into_iter()
         .filter(|line| line["decision"] == "deny")
-        .collect();
-    let credentials = credentials_lines(&place.logs().join("audit.jsonl"));
-    let context = format!(
-        "stdout:\n{stdout}\nstderr:\n{}\nrequests: {paths:?}\nrefused: {refused:?}\n\
-         credentials: {credentials:?}",
-        output.stderr
-    );
-    // The scripted server does not play ChatGPT's backend (models list, plugins...), so
-    // the CLI's run is not expected to finish its turn: what is checked is the refresh
-    // and that every call to chatgpt.com afterwards carries the new real token.
-    let issued = issued(&server);
-    assert_eq!(issued.len(), 1, "one refresh: {context}");
-    let new_access = issued[0]["access_token"].as_str().expect("access");
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/oauth/token")
-        .expect("the refresh reached the server");
-    assert_eq!(refresh["body"]["refresh_token"], real_refresh, "{context}");
-    let calls: Vec<&Value> = requests
-        .iter()
-        .filter(|r| {
-            r["path"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("/backend-api/"))
-                && !header_values(r, "authorization").is_empty()
-        })
-        .collect();
-    assert!(!calls.is_empty(), "{context}");
-    for call in &calls {
-        assert_eq!(
-            header_values(call, "authorization"),
-            [format!("Bearer {new_access}")],
-            "{context}"
-        );
-    }
-    let file: Value =
-        serde_json::from_slice(&std::fs::read(codex.join("auth.json")).expect("read"))
-            .expect("json");
-    assert_eq!(file["tokens"]["access_token"], new_access, "{context}");
-    for real in [real_access.as_str(), real_refresh, new_access] {
-        assert!(
-            !stdout.contains(real) && !output.stderr.contains(real),
-            "{context}"
-        );
-    }
+        .collect()
 }
 
 /// review35 F4 and F3 (fixB): a refresh body whose first `refresh_token` hides behind an
@@ -777,9 +290,7 @@ except urllib.error.HTTPError as error:
 print("MINT %d %s" % (status, text.replace("\n", " ")))
 "#;
     std::fs::write(place.project().join("attack.py"), script).expect("script");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&place.home(), uid);
-    }
+    place.adopt();
     let before = std::fs::read(place.credentials()).expect("read");
     let program = ["python3".to_owned(), "attack.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.61", "audit.jsonl", &program);
@@ -837,9 +348,7 @@ for name in ["FIRST", "SECOND"]:
     print("%s %d %s" % (name, status, text.replace("\n", " ")))
 "#;
     std::fs::write(place.project().join("retired.py"), script).expect("script");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&place.home(), uid);
-    }
+    place.adopt();
     let program = ["python3".to_owned(), "retired.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.62", "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
@@ -854,4 +363,164 @@ for name in ["FIRST", "SECOND"]:
         file["claudeAiOauth"]["refreshToken"], issued[0]["refresh_token"],
         "{context}"
     );
+}
+
+/// Two refresh grants of one login at once (rereview35 G4): both carry the current
+/// refresh surrogate, the token endpoint takes 1.5 s to answer. The second waits for the
+/// first and is then refused 403 (its surrogate retired): only one reaches the server
+/// with the real refresh token (a provider that rotates refresh tokens could revoke the
+/// login on the second use); the host file holds that one refresh.
+#[test]
+fn two_grants_of_one_login_at_once_reach_the_server_once() {
+    let test = "two_grants_of_one_login_at_once_reach_the_server_once";
+    let address = "127.35.2.63";
+    if !namespaces_available(test) || !can_serve_443(address) {
+        return;
+    }
+    let pki = TestPki::new();
+    let place = Place::new(REAL_REFRESH);
+    let server = SlowTokenServer::start(&pki, address, &place.logs().join("hits.jsonl"));
+    let script = r#"
+import json, os, threading, urllib.request, urllib.error
+creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
+body = json.dumps({"grant_type": "refresh_token", "refresh_token": creds["refreshToken"],
+                   "client_id": "c"}).encode()
+start = threading.Barrier(2)
+def grant(name):
+    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
+        data=body, method="POST", headers={"Content-Type": "application/json"})
+    start.wait()
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status, text = answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    print("GRANT %d %s" % (status, text.replace("\n", " ")), flush=True)
+threads = [threading.Thread(target=grant, args=(n,)) for n in "ab"]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"#;
+    let program = place.script("twice.py", script);
+    let started = std::time::Instant::now();
+    let output = place.run_program(&pki, address, "audit.jsonl", &program);
+    let (stdout, context) = succeeded(&output);
+    let hits = server.hits();
+    assert_eq!(
+        hits,
+        [REAL_REFRESH],
+        "one grant reached the server: {context}"
+    );
+    let mut statuses: Vec<&str> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("GRANT "))
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses.len(), 2, "{context}");
+    assert!(statuses[0].starts_with("200 "), "{context}");
+    assert!(
+        statuses[1].starts_with("403 ") && statuses[1].contains("waited"),
+        "{context}"
+    );
+    assert!(started.elapsed() >= SLOW_FOR, "the endpoint was slow");
+    assert!(!stdout.contains(REAL_REFRESH), "{context}");
+    let file = place.file();
+    assert!(
+        file["claudeAiOauth"]["refreshToken"]
+            .as_str()
+            .is_some_and(|token| token.contains("SLOWREFRESH0001")),
+        "{file}"
+    );
+    assert_eq!(denied_lines(&place).len(), 1, "{context}");
+}
+
+/// A refresh grant whose `scope` leaves out a scope the file records (rereview35 G8) is
+/// refused 403 before it is sent, with one audit line; one naming every recorded scope
+/// (and more) goes out and is written back.
+#[test]
+fn a_down_scoped_refresh_is_refused_before_it_is_sent() {
+    let test = "a_down_scoped_refresh_is_refused_before_it_is_sent";
+    let Some((pki, place, server)) = setup("127.35.2.64", test, REAL_REFRESH) else {
+        return;
+    };
+    // The file records `user:inference` (support::credential_refresh::Place).
+    let script = r#"
+import json, os, urllib.request, urllib.error
+creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
+for name, scope in [("DOWN", "user:profile"), ("FULL", "user:profile user:inference")]:
+    body = json.dumps({"grant_type": "refresh_token", "refresh_token": creds["refreshToken"],
+                       "client_id": "c", "scope": scope}).encode()
+    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
+        data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status, text = answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    print("%s %d %s" % (name, status, text.replace("\n", " ")))
+"#;
+    let program = place.script("scopes.py", script);
+    let output = place.run_program(&pki, "127.35.2.64", "audit.jsonl", &program);
+    let (stdout, context) = succeeded(&output);
+    let down = marked(&stdout, "DOWN 403").expect(&context);
+    assert!(down.contains("scope"), "{context}");
+    assert!(marked(&stdout, "FULL 200").is_some(), "{context}");
+    let requests = server.requests();
+    let grants: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/oauth/token")
+        .collect();
+    assert_eq!(grants.len(), 1, "{context}");
+    assert_eq!(grants[0]["body"]["scope"], "user:profile user:inference");
+    let issued = issued(&server);
+    assert_eq!(
+        place.file()["claudeAiOauth"]["refreshToken"],
+        issued[0]["refresh_token"]
+    );
+    let denied = denied_lines(&place);
+    assert_eq!(denied.len(), 1, "one refusal, one line: {denied:?}");
+    assert!(
+        output.stderr.contains("airlock: 1 request refused"),
+        "{context}"
+    );
+}
+
+/// Runs starting at once on a fresh shared `AIRLOCK_HOME` (rereview35): one creates the
+/// CA, every one uses it (before the lock, one could exit 125, "the CA key does not match
+/// the CA certificate").
+#[test]
+fn runs_starting_at_once_on_a_fresh_home_share_one_ca() {
+    let test = "runs_starting_at_once_on_a_fresh_home_share_one_ca";
+    if !namespaces_available(test) {
+        return;
+    }
+    let pki = TestPki::new();
+    let place = Place::new(REAL_REFRESH);
+    for round in 0..3 {
+        let home = place.dir().join(format!("shared-home-{round}"));
+        let outputs = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..6)
+                .map(|n| {
+                    let (place, pki, home) = (&place, &pki, &home);
+                    scope.spawn(move || {
+                        let log = format!("ca-{round}-{n}.jsonl");
+                        let true_ = ["true".to_owned()];
+                        let mut command = place.command(pki, "127.35.2.65", &log, &true_);
+                        command.env("AIRLOCK_HOME", home);
+                        crate::support::clients::run_bounded(
+                            &mut command,
+                            crate::support::run::RUN_TIMEOUT,
+                        )
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| run.join().expect("join"))
+                .collect::<Vec<_>>()
+        });
+        for output in &outputs {
+            let (_, context) = outcome(output);
+            assert_eq!(code(output), 0, "{context}");
+        }
+        assert!(home.join("ca.pem").is_file() && home.join("ca-key.pem").is_file());
+    }
 }

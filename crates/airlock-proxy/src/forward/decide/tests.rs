@@ -184,3 +184,31 @@ mod explain_agrees {
         }
     }
 }
+
+/// The *ask* step in memory: without a held reason the decision stands and nothing is
+/// asked; a held one waits for its answer (here the ask's short timeout: refused, asked).
+#[tokio::test]
+async fn the_ask_step_holds_only_a_held_refusal_and_times_out_refused() {
+    use std::time::Duration;
+
+    use crate::ask::{Asks, request_key};
+
+    let asks = Asks::new(Duration::from_millis(20), 4);
+    let refused = Decision::deny(Reason::HostNotAllowed, None);
+    let unasked = || -> AskKey { panic!("no ask without a held reason") };
+    let stands = hold(&asks, None, unasked, refused.clone(), || None).await;
+    assert_eq!(stands, (refused.clone(), false));
+    assert!(asks.pending().is_empty());
+    let key = || request_key("GET", "new.example".to_owned(), 443, Some("/x"));
+    let held = hold(
+        &asks,
+        Some(Reason::HostNotAllowed),
+        key,
+        refused.clone(),
+        || None,
+    );
+    let answered = tokio::time::timeout(Duration::from_secs(5), held)
+        .await
+        .expect("the ask's own timeout ends the hold");
+    assert_eq!(answered, (refused, true));
+}

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod clients;
+pub mod credential_refresh;
 pub mod encodings;
 pub mod fixture_server;
 pub mod pki;
