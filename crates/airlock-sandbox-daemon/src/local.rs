@@ -1,7 +1,11 @@
 //! The local provider on the daemon's side: a jail (`airlock-jail`) around a holder
 //! process that only waits (`airlock sandbox hold`), in the sandbox's control groups, its
 //! filesystem hiding the whole of airlock's state but its own workspace; served by the
-//! listeners the jail hands back, and killed whole at the end.
+//! listeners the jail hands back, and killed whole at the end. The credential files the
+//! policy turns on are projected as in `airlock run` (private parent directories, binds,
+//! the replace watch that kills the jail, the copy-back once the jail is gone:
+//! docs/secrets.md); commands run with `airlock sandbox exec` enter the holder's
+//! namespaces and so see the same mounts.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -9,11 +13,16 @@ use std::path::{Path, PathBuf};
 use airlock_proxy::Proxy;
 use airlock_sandbox::ProviderKind;
 use airlock_sandbox::state::{Confinement, ProcessId};
+use airlock_session::private_parents::PrivateParents;
+use airlock_session::replace_watch::{ReplaceWatch, bound_alone};
 use airlock_session::serve::Signals;
 use tokio::sync::watch;
 
 use crate::plan::Plan;
 use crate::{DaemonProvider, Serving};
+
+/// How long the daemon waits for a killed jail to be reaped.
+const JAIL_END: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Linux namespaces kept alive by a holder process.
 pub(crate) struct Local;
@@ -61,12 +70,23 @@ async fn serve_local(
     use airlock_jail::{Jail, JailSpec};
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
-    let (workspace, fs) = sandbox_filesystem(plan)?;
+    let (workspace, mut fs) = sandbox_filesystem(plan)?;
     let writable = fs.confinement.writable.clone();
+    // The credential files as `airlock run` shows them: private parent directories, the
+    // binds they do not cover, the replace watch over those binds (docs/secrets.md).
+    let files = &plan.session.credential_files;
+    let private = PrivateParents::for_run(files, &mut fs);
+    let credential_binds = private.binds(files);
+    let hidden: Vec<PathBuf> = files.hidden.iter().map(|(_, p, _)| p.clone()).collect();
+    let watched = private.watched(&credential_binds, bound_alone(&hidden, &fs.hidden));
+    let replaced = ReplaceWatch::start(&watched, &plan.session.audit)?;
     // The holder is this binary, executed inside the jail: bound in at its own path, since
     // it may lie where the jail shows something else (a virtual environment under /tmp).
     let mut bind_files = airlock_session::env::bundle_binds(&plan.session.bundle);
     bind_files.push((exe.clone(), exe.clone()));
+    bind_files.extend(credential_binds);
+    let mut hide_if_present = airlock_session::host_sockets::scan();
+    hide_if_present.extend(private.root().map(PathBuf::from));
     let mut argv = vec![exe.into_os_string()];
     argv.extend(crate::HOLD_ARGS.map(OsString::from));
     let spec = JailSpec {
@@ -75,9 +95,9 @@ async fn serve_local(
         cwd: workspace,
         tcp_ports: plan.session.tcp_ports(),
         hide_paths: fs.hidden,
-        hide_if_present: airlock_session::host_sockets::scan(),
+        hide_if_present,
         bind_files,
-        private_dirs: Vec::new(),
+        private_dirs: private.jail_dirs(),
         filesystem: Some(fs.confinement),
         stdio: None,
         terminal: None,
@@ -86,6 +106,31 @@ async fn serve_local(
         .await
         .map_err(|e| format!("the jail launcher failed: {e}"))?
         .map_err(|e| e.to_string())?;
+    if let Some(watch) = &replaced {
+        let killer = jail.signaller();
+        watch.on_replaced(move || {
+            let _ = killer.signal(nix::libc::SIGKILL);
+        });
+    }
+    let result = serve_in_cgroups(provider, plan, proxy, stop, jail, &writable, termination).await;
+    // The jail is gone: what its commands wrote in a writable private parent directory
+    // goes back to the host; a projected copy changed inside is an audit line.
+    private.copy_back(&fs.end_check, &plan.session.audit);
+    files.audit_changes(&plan.session.audit);
+    result
+}
+
+/// Puts the built jail in the sandbox's control groups and serves it; the groups are
+/// removed at the end.
+async fn serve_in_cgroups(
+    provider: &Local,
+    plan: &Plan,
+    proxy: Proxy,
+    stop: &watch::Sender<bool>,
+    jail: airlock_jail::RunningJail,
+    writable: &[PathBuf],
+    termination: &mut Signals,
+) -> Result<(), String> {
     let tag = airlock_sandbox::cgroup::tag(&plan.name, std::process::id());
     let cgroups = airlock_sandbox::cgroup::create(&tag, &plan.options.limits)
         .map_err(|e| e.to_string())?
@@ -100,7 +145,7 @@ async fn serve_local(
             return Err(e.to_string());
         }
     }
-    let recorded = (&cgroups[..], &writable[..]);
+    let recorded = (&cgroups[..], writable);
     let result = serve_jail(provider, plan, proxy, stop, jail, recorded, termination).await;
     airlock_sandbox::cgroup::remove(&cgroups);
     result
@@ -165,7 +210,7 @@ async fn serve_jail(
     let jail_id = ProcessId::of(jail.pid()).ok_or("the jail vanished while starting")?;
     let signaller = jail.signaller();
     let (started_sender, started) = tokio::sync::oneshot::channel();
-    let running = tokio::task::spawn_blocking(move || {
+    let mut running = tokio::task::spawn_blocking(move || {
         let start = jail.start();
         let failed = start.is_err();
         let _ = started_sender.send(start.map_err(|e| e.to_string()));
@@ -186,12 +231,19 @@ async fn serve_jail(
         let _ = signaller.signal(nix::libc::SIGKILL);
         return Err(e);
     }
-    tokio::select! {
-        () = termination.any() => {}
-        _ = running => eprintln!("airlock: sandbox {}: its namespaces ended", plan.name),
-    }
+    let ended = tokio::select! {
+        () = termination.any() => false,
+        _ = &mut running => {
+            eprintln!("airlock: sandbox {}: its namespaces ended", plan.name);
+            true
+        }
+    };
     // The holder ignores nothing: SIGKILL ends the jail's init and every process in it.
     let _ = signaller.signal(nix::libc::SIGKILL);
+    if !ended {
+        // Reaped before the caller copies back what the jail's commands wrote (bounded).
+        let _ = tokio::time::timeout(JAIL_END, running).await;
+    }
     // The proxy drains (in-flight exchanges finish) and DNS ends.
     stop.send_replace(true);
     served.finish().await;

@@ -57,8 +57,9 @@ pub(crate) fn session_config(options: &CreateOptions, log: &Path) -> SessionConf
         audit_format: airlock_audit::ocsf::Format::Airlock,
         audit_otlp: None,
         jail: JailMode::Namespace,
-        // The sandbox's jail does not bind projected copies: such files stay hidden.
-        project_credential_files: false,
+        // A local sandbox's jail shows projected copies as `airlock run`'s does; a
+        // container's does not bind them: there such files stay hidden (docs/secrets.md).
+        project_credential_files: options.provider == airlock_sandbox::ProviderKind::Local,
         mode: if options.report {
             airlock_policy::mode::Mode::Report
         } else {
@@ -283,6 +284,13 @@ mod tests {
         assert_eq!(config.audit_max_size, Some(4096));
         assert_eq!(config.jail, airlock_session::JailMode::Namespace);
         assert_eq!(config.mode, Mode::Enforce);
+        // A local sandbox projects credential files; a container hides them.
+        assert!(config.project_credential_files);
+        let container = CreateOptions {
+            provider: ProviderKind::Docker,
+            ..read.options.clone()
+        };
+        assert!(!super::session_config(&container, log).project_credential_files);
         let report = CreateOptions {
             report: true,
             ..read.options

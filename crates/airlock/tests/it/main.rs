@@ -62,6 +62,7 @@ mod run_process;
 mod run_provider_sdks;
 mod run_repository;
 mod run_tty;
+mod sandbox_credential_files;
 mod sandbox_docker;
 mod sandbox_library;
 mod sandbox_local;

@@ -314,8 +314,10 @@ fn files_that_cannot_be_projected_are_hidden_and_named() {
 /// token, and the command (the probe, which also prints the file) saw only surrogates.
 #[test]
 fn claude_code_logged_in_by_its_credentials_file_sends_the_real_token() {
-    use crate::support::agents::header_values;
-    use crate::support::agents::{Agent, FINAL_TEXT, ModelServer, Place, can_serve_443};
+    use crate::support::agents::{
+        Agent, FINAL_TEXT, ModelServer, Place, airlock_command, can_serve_443, header_values,
+        message_calls,
+    };
     let test = "claude_code_logged_in_by_its_credentials_file_sends_the_real_token";
     let address = "127.33.35.1";
     if !namespaces_available(test) || !can_serve_443(address) {
@@ -342,15 +344,7 @@ fn claude_code_logged_in_by_its_credentials_file_sends_the_real_token() {
     if let Some(uid) = crate::support::test_user::uid() {
         crate::support::test_user::chown_tree(&place.home(), uid);
     }
-    let airlock = env!("CARGO_BIN_EXE_airlock");
-    let mut command = match crate::support::test_user::uid() {
-        Some(uid) => {
-            let mut command = crate::support::test_user::wrap(uid);
-            command.arg(airlock);
-            command
-        }
-        None => std::process::Command::new(airlock),
-    };
+    let mut command = airlock_command();
     command
         .arg("run")
         .args(["--upstream-ca", &pki.upstream_ca_cert.to_string_lossy()])
@@ -377,15 +371,7 @@ fn claude_code_logged_in_by_its_credentials_file_sends_the_real_token() {
         "{context}"
     );
     let requests = server.requests();
-    let calls: Vec<&serde_json::Value> = requests
-        .iter()
-        .filter(|r| {
-            r["method"] == "POST"
-                && r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/v1/messages"))
-        })
-        .collect();
+    let calls = message_calls(&requests);
     assert!(!calls.is_empty(), "no model call: {requests:#?}\n{context}");
     for call in &calls {
         assert_eq!(
@@ -495,8 +481,9 @@ fn chatgpt_jwt(signature: &str) -> String {
 /// which the model server does not script.)
 #[test]
 fn codex_signed_in_by_its_auth_file_sends_the_real_token_to_chatgpt() {
-    use crate::support::agents::header_values;
-    use crate::support::agents::{Agent, ModelServer, Place, can_serve_443};
+    use crate::support::agents::{
+        Agent, ModelServer, Place, airlock_command, can_serve_443, header_values,
+    };
     let test = "codex_signed_in_by_its_auth_file_sends_the_real_token_to_chatgpt";
     let address = "127.33.35.2";
     if !namespaces_available(test) || !can_serve_443(address) {
@@ -523,15 +510,7 @@ fn codex_signed_in_by_its_auth_file_sends_the_real_token_to_chatgpt() {
     if let Some(uid) = crate::support::test_user::uid() {
         crate::support::test_user::chown_tree(&place.home(), uid);
     }
-    let airlock = env!("CARGO_BIN_EXE_airlock");
-    let mut command = match crate::support::test_user::uid() {
-        Some(uid) => {
-            let mut command = crate::support::test_user::wrap(uid);
-            command.arg(airlock);
-            command
-        }
-        None => std::process::Command::new(airlock),
-    };
+    let mut command = airlock_command();
     command
         .arg("run")
         .args(["--upstream-ca", &pki.upstream_ca_cert.to_string_lossy()])

@@ -20,7 +20,7 @@ use crate::support::TestPki;
 use crate::support::agents::{can_serve_443, header_values};
 use crate::support::credential_refresh::{
     Place, REAL_ACCESS, REAL_REFRESH, REVOKED_REFRESH, SLOW_FOR, SlowTokenServer,
-    credentials_lines, issued, marked, outcome, setup, succeeded,
+    credentials_lines, issued, marked, outcome, request_to, setup, succeeded,
 };
 use crate::support::run::{code, namespaces_available, read_lines};
 
@@ -39,15 +39,17 @@ fn a_refresh_inside_run_gives_surrogates_and_writes_the_real_tokens_back() {
     let new_refresh = issued[0]["refresh_token"].as_str().expect("issued refresh");
     // The server got the real refresh token, then the new real access token.
     let requests = server.requests();
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/oauth/token")
-        .expect("the refresh reached the server");
+    let refresh = request_to(
+        &requests,
+        "/v1/oauth/token",
+        "the refresh reached the server",
+    );
     assert_eq!(refresh["body"]["refresh_token"], REAL_REFRESH, "{context}");
-    let api = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/messages/count_tokens")
-        .expect("the API call reached the server");
+    let api = request_to(
+        &requests,
+        "/v1/messages/count_tokens",
+        "the API call reached the server",
+    );
     assert_eq!(
         header_values(api, "authorization"),
         [format!("Bearer {new_access}")],
@@ -261,8 +263,6 @@ fn ambiguous_refreshes_and_other_token_answers_are_refused() {
         return;
     };
     let script = r#"
-import json, os, urllib.request, urllib.error
-creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
 attacker = "".join("%%%02X" % ord(c) for c in "sk-ant-ort01-ATTACKERownREFRESHtoken0123456789abcdef")
 bodies = {
     "FORMKEY": "refresh%5Ftoken=" + attacker + "&grant_type=refresh_token&refresh_token="
@@ -270,29 +270,17 @@ bodies = {
     "OWNLOGIN": "grant_type=authorization_code&code=x&refresh_token=attacker-own-login",
 }
 for name, body in bodies.items():
-    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
-        data=body.encode(), method="POST",
-        headers={"Content-Type": "application/x-www-form-urlencoded"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            status, text = answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        status, text = error.code, error.read().decode()
+    request = token_request(body.encode(), "application/x-www-form-urlencoded")
+    status, text = send(request)
     print("%s %d %s" % (name, status, text.replace("\n", " ")))
 mint = urllib.request.Request("https://api.anthropic.com/api/oauth/claude_cli/create_api_key",
     data=b"{}", method="POST", headers={"Authorization": "Bearer " + creds["accessToken"],
                                          "Content-Type": "application/json"})
-try:
-    with urllib.request.urlopen(mint, timeout=30) as answer:
-        status, text = answer.status, answer.read().decode()
-except urllib.error.HTTPError as error:
-    status, text = error.code, error.read().decode()
+status, text = send(mint)
 print("MINT %d %s" % (status, text.replace("\n", " ")))
 "#;
-    std::fs::write(place.project().join("attack.py"), script).expect("script");
-    place.adopt();
+    let program = place.token_script("attack.py", script);
     let before = std::fs::read(place.credentials()).expect("read");
-    let program = ["python3".to_owned(), "attack.py".to_owned()];
     let output = place.run_program(&pki, "127.35.2.61", "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
     let formkey = marked(&stdout, "FORMKEY 403").expect(&context);
@@ -333,23 +321,13 @@ fn a_retired_refresh_surrogate_is_refused_and_never_sent() {
         return;
     };
     let script = r#"
-import json, os, urllib.request, urllib.error
-creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
 body = "grant_type=refresh_token&refresh_token=" + creds["refreshToken"] + "&client_id=c"
 for name in ["FIRST", "SECOND"]:
-    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
-        data=body.encode(), method="POST",
-        headers={"Content-Type": "application/x-www-form-urlencoded"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            status, text = answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        status, text = error.code, error.read().decode()
+    request = token_request(body.encode(), "application/x-www-form-urlencoded")
+    status, text = send(request)
     print("%s %d %s" % (name, status, text.replace("\n", " ")))
 "#;
-    std::fs::write(place.project().join("retired.py"), script).expect("script");
-    place.adopt();
-    let program = ["python3".to_owned(), "retired.py".to_owned()];
+    let program = place.token_script("retired.py", script);
     let output = place.run_program(&pki, "127.35.2.62", "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
     assert!(marked(&stdout, "FIRST 200").is_some(), "{context}");
@@ -381,26 +359,19 @@ fn two_grants_of_one_login_at_once_reach_the_server_once() {
     let place = Place::new(REAL_REFRESH);
     let server = SlowTokenServer::start(&pki, address, &place.logs().join("hits.jsonl"));
     let script = r#"
-import json, os, threading, urllib.request, urllib.error
-creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
 body = json.dumps({"grant_type": "refresh_token", "refresh_token": creds["refreshToken"],
                    "client_id": "c"}).encode()
 start = threading.Barrier(2)
 def grant(name):
-    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
-        data=body, method="POST", headers={"Content-Type": "application/json"})
+    request = token_request(body, "application/json")
     start.wait()
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            status, text = answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        status, text = error.code, error.read().decode()
+    status, text = send(request)
     print("GRANT %d %s" % (status, text.replace("\n", " ")), flush=True)
 threads = [threading.Thread(target=grant, args=(n,)) for n in "ab"]
 [t.start() for t in threads]
 [t.join() for t in threads]
 "#;
-    let program = place.script("twice.py", script);
+    let program = place.token_script("twice.py", script);
     let started = std::time::Instant::now();
     let output = place.run_program(&pki, address, "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
@@ -444,21 +415,13 @@ fn a_down_scoped_refresh_is_refused_before_it_is_sent() {
     };
     // The file records `user:inference` (support::credential_refresh::Place).
     let script = r#"
-import json, os, urllib.request, urllib.error
-creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
 for name, scope in [("DOWN", "user:profile"), ("FULL", "user:profile user:inference")]:
     body = json.dumps({"grant_type": "refresh_token", "refresh_token": creds["refreshToken"],
                        "client_id": "c", "scope": scope}).encode()
-    request = urllib.request.Request("https://platform.claude.com/v1/oauth/token",
-        data=body, method="POST", headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            status, text = answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        status, text = error.code, error.read().decode()
+    status, text = send(token_request(body, "application/json"))
     print("%s %d %s" % (name, status, text.replace("\n", " ")))
 "#;
-    let program = place.script("scopes.py", script);
+    let program = place.token_script("scopes.py", script);
     let output = place.run_program(&pki, "127.35.2.64", "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
     let down = marked(&stdout, "DOWN 403").expect(&context);

@@ -8,12 +8,22 @@
 
 use serde_json::Value;
 
-use crate::support::TestPki;
-use crate::support::agents::{ModelServer, can_serve_443, header_values};
+use crate::support::agents::{Agent, header_values, message_calls};
 use crate::support::credential_refresh::{
-    Place, REAL_ACCESS, REAL_REFRESH, credentials_lines, issued, marked, outcome, setup, succeeded,
+    REAL_ACCESS, REAL_REFRESH, credentials_lines, issued, marked, outcome, request_to, setup,
+    setup_with_tool, succeeded,
 };
-use crate::support::run::{code, namespaces_available, read_lines};
+use crate::support::run::code;
+
+/// The real tokens of the Codex logins (canaries; the real CLI's are JWTs made from them).
+const CODEX_ACCESS: &str = "REALcodexACCESScanary0123456789abcdefghijklmnopqrstuvwxyz";
+const CODEX_REFRESH: &str = "rt_REALcodexREFRESHcanary0123456789abcdefghijklmnopqrstu";
+const CODEX_ID: &str =
+    "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALcodexIDsignature0123456789abcdef";
+
+/// The python clients' policy: Codex's file projected, its token host and API allowed.
+const CODEX_POLICY: &str = "version: 1\nnetwork:\n  allow:\n    - host: auth.openai.com\n    \
+                            - host: api.openai.com\ncredentials:\n  files: [codex]\n";
 
 /// The real Claude Code CLI (from the `claude-agent-sdk` wheel), logged in through an
 /// expired `.credentials.json` only (no API key): it refreshes, then calls the model with
@@ -21,34 +31,15 @@ use crate::support::run::{code, namespaces_available, read_lines};
 #[test]
 fn the_real_claude_code_refreshes_an_expired_login_and_calls_the_model() {
     let test = "the_real_claude_code_refreshes_an_expired_login_and_calls_the_model";
-    if !namespaces_available(test) || !can_serve_443("127.35.2.38") {
+    let tool = "wc -c ~/.claude/.credentials.json";
+    let Some((pki, place, server)) = setup_with_tool("127.35.2.38", test, REAL_REFRESH, tool)
+    else {
         return;
-    }
-    let claude = crate::support::agents::Agent::Claude;
-    let executable = claude.executable();
-    let pki = TestPki::new();
-    let place = Place::new(REAL_REFRESH);
-    let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(
-        &pki,
-        "127.35.2.38",
-        &record,
-        "wc -c ~/.claude/.credentials.json",
-    );
-    let mut args = vec![executable.to_string_lossy().into_owned()];
-    args.extend(claude.arguments());
-    let output = place.run_program(&pki, "127.35.2.38", "audit.jsonl", &args);
+    };
+    let output = place.run_agent(&pki, "127.35.2.38", Agent::Claude);
     let (stdout, context) = outcome(&output);
-    let requests = server.requests();
-    let paths: Vec<String> = requests
-        .iter()
-        .map(|r| format!("{} {}", r["method"], r["path"]))
-        .collect();
-    let refused: Vec<Value> = read_lines(&place.logs().join("audit.jsonl"))
-        .into_iter()
-        .filter(|line| line["decision"] == "deny")
-        .collect();
-    let context = format!("{context}\nrequests: {paths:?}\nrefused: {refused:?}");
+    let (requests, seen) = place.requests_seen(&server);
+    let context = format!("{context}\n{seen}");
     assert_eq!(code(&output), 0, "{context}");
     assert!(
         stdout.contains(crate::support::agents::FINAL_TEXT),
@@ -58,20 +49,13 @@ fn the_real_claude_code_refreshes_an_expired_login_and_calls_the_model() {
     assert_eq!(issued.len(), 1, "one refresh: {context}");
     let new_access = issued[0]["access_token"].as_str().expect("issued access");
     let new_refresh = issued[0]["refresh_token"].as_str().expect("issued refresh");
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/oauth/token")
-        .expect("the refresh reached the server");
+    let refresh = request_to(
+        &requests,
+        "/v1/oauth/token",
+        "the refresh reached the server",
+    );
     assert_eq!(refresh["body"]["refresh_token"], REAL_REFRESH, "{context}");
-    let calls: Vec<&Value> = requests
-        .iter()
-        .filter(|r| {
-            r["method"] == "POST"
-                && r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/v1/messages"))
-        })
-        .collect();
+    let calls = message_calls(&requests);
     assert!(!calls.is_empty(), "{context}");
     for call in &calls {
         assert_eq!(
@@ -117,22 +101,18 @@ fn jwt(claims: &Value, signature: &str) -> String {
 #[test]
 fn the_real_codex_refreshes_an_expired_login_and_calls_the_model() {
     let test = "the_real_codex_refreshes_an_expired_login_and_calls_the_model";
-    if !namespaces_available(test) || !can_serve_443("127.35.2.42") {
+    let Some((pki, place, server)) =
+        setup_with_tool("127.35.2.42", test, REAL_REFRESH, "echo probe")
+    else {
         return;
-    }
-    let codex_agent = crate::support::agents::Agent::Codex;
-    let executable = codex_agent.executable();
-    let pki = TestPki::new();
-    let place = Place::new(REAL_REFRESH);
-    let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(&pki, "127.35.2.42", &record, "echo probe");
+    };
     let claims = serde_json::json!({
         "exp": 1000, "email": "user@example.com",
         "https://api.openai.com/auth": {"chatgpt_plan_type": "plus",
             "chatgpt_account_id": "acct", "chatgpt_user_id": "user"}});
     let real_id = jwt(&claims, "REALcodexIDsignature0123456789abcdefghij");
     let real_access = jwt(&claims, "REALcodexACCESSsignature0123456789abcdef");
-    let real_refresh = "rt_REALcodexREFRESHcanary0123456789abcdefghijklmnopqrstu";
+    let real_refresh = CODEX_REFRESH;
     let auth = serde_json::json!({
         "OPENAI_API_KEY": null,
         "tokens": {"id_token": real_id, "access_token": real_access,
@@ -142,35 +122,18 @@ fn the_real_codex_refreshes_an_expired_login_and_calls_the_model() {
                   - host: chatgpt.com\n    - host: api.openai.com\nfilesystem:\n  writable: \
                   [\"~/.codex\", \".\"]\ncredentials:\n  files: [codex]\n";
     let auth_file = place.codex(&auth.to_string(), policy);
-    let mut args = vec![executable.to_string_lossy().into_owned()];
-    args.extend(codex_agent.arguments());
-    let output = place.run_program(&pki, "127.35.2.42", "audit.jsonl", &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let requests = server.requests();
-    let paths: Vec<String> = requests
-        .iter()
-        .map(|r| format!("{} {}", r["method"], r["path"]))
-        .collect();
-    let refused: Vec<Value> = read_lines(&place.logs().join("audit.jsonl"))
-        .into_iter()
-        .filter(|line| line["decision"] == "deny")
-        .collect();
+    let output = place.run_agent(&pki, "127.35.2.42", Agent::Codex);
+    let (stdout, context) = outcome(&output);
+    let (requests, seen) = place.requests_seen(&server);
     let credentials = credentials_lines(&place.logs().join("audit.jsonl"));
-    let context = format!(
-        "stdout:\n{stdout}\nstderr:\n{}\nrequests: {paths:?}\nrefused: {refused:?}\n\
-         credentials: {credentials:?}",
-        output.stderr
-    );
+    let context = format!("{context}\n{seen}\ncredentials: {credentials:?}");
     // The scripted server does not play ChatGPT's backend (models list, plugins...), so
     // the CLI's run is not expected to finish its turn: what is checked is the refresh
     // and that every call to chatgpt.com afterwards carries the new real token.
     let issued = issued(&server);
     assert_eq!(issued.len(), 1, "one refresh: {context}");
     let new_access = issued[0]["access_token"].as_str().expect("access");
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/oauth/token")
-        .expect("the refresh reached the server");
+    let refresh = request_to(&requests, "/oauth/token", "the refresh reached the server");
     assert_eq!(refresh["body"]["refresh_token"], real_refresh, "{context}");
     let calls: Vec<&Value> = requests
         .iter()
@@ -229,17 +192,13 @@ fn a_codex_refresh_keeps_the_id_token_claims_and_writes_back() {
     let Some((pki, place, server)) = setup("127.35.2.40", test, REAL_REFRESH) else {
         return;
     };
-    let real_access = "REALcodexACCESScanary0123456789abcdefghijklmnopqrstuvwxyz";
-    let real_refresh = "rt_REALcodexREFRESHcanary0123456789abcdefghijklmnopqrstu";
-    let real_id = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALcodexIDsignature0123456789abcdef";
+    let (real_access, real_refresh, real_id) = (CODEX_ACCESS, CODEX_REFRESH, CODEX_ID);
     let auth = format!(
         "{{\n  \"OPENAI_API_KEY\": null,\n  \"tokens\": {{\n    \"id_token\": \"{real_id}\",\n    \
          \"access_token\": \"{real_access}\",\n    \"refresh_token\": \"{real_refresh}\",\n    \
          \"account_id\": \"acct\"\n  }},\n  \"last_refresh\": \"2026-01-01T00:00:00Z\"\n}}\n"
     );
-    let policy = "version: 1\nnetwork:\n  allow:\n    - host: auth.openai.com\n    \
-                  - host: api.openai.com\ncredentials:\n  files: [codex]\n";
-    let auth_file = place.codex(&auth, policy);
+    let auth_file = place.codex(&auth, CODEX_POLICY);
     let program = place.script("codex_client.py", CODEX_CLIENT);
     let output = place.run_program(&pki, "127.35.2.40", "audit.jsonl", &program);
     let (stdout, context) = succeeded(&output);
@@ -249,15 +208,9 @@ fn a_codex_refresh_keeps_the_id_token_claims_and_writes_back() {
     let new_access = issued[0]["access_token"].as_str().expect("access");
     let new_refresh = issued[0]["refresh_token"].as_str().expect("refresh");
     let requests = server.requests();
-    let refresh = requests
-        .iter()
-        .find(|r| r["path"] == "/oauth/token")
-        .expect("the refresh reached the server");
+    let refresh = request_to(&requests, "/oauth/token", "the refresh reached the server");
     assert_eq!(refresh["body"]["refresh_token"], real_refresh);
-    let models = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/models")
-        .expect("the API call");
+    let models = request_to(&requests, "/v1/models", "the API call");
     assert_eq!(
         header_values(models, "authorization"),
         [format!("Bearer {new_access}")]
@@ -300,15 +253,12 @@ fn a_codex_id_token_is_never_swapped_even_without_a_refresh_token() {
     let Some((pki, place, server)) = setup("127.35.2.66", test, REAL_REFRESH) else {
         return;
     };
-    let real_access = "REALcodexACCESScanary0123456789abcdefghijklmnopqrstuvwxyz";
-    let real_id = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALcodexIDsignature0123456789abcdef";
+    let (real_access, real_id) = (CODEX_ACCESS, CODEX_ID);
     let auth = format!(
         "{{\"OPENAI_API_KEY\":null,\"tokens\":{{\"id_token\":\"{real_id}\",\
          \"access_token\":\"{real_access}\",\"account_id\":\"acct\"}}}}"
     );
-    let policy = "version: 1\nnetwork:\n  allow:\n    - host: auth.openai.com\n    \
-                  - host: api.openai.com\ncredentials:\n  files: [codex]\n";
-    place.codex(&auth, policy);
+    place.codex(&auth, CODEX_POLICY);
     let script = r#"
 import json, os, urllib.parse, urllib.request, urllib.error
 tokens = json.load(open(os.path.expanduser("~/.codex/auth.json")))["tokens"]
@@ -334,10 +284,11 @@ with urllib.request.urlopen(call, timeout=30) as answer:
     let (stdout, context) = succeeded(&output);
     assert!(stdout.lines().any(|line| line == "API 200"), "{context}");
     let requests = server.requests();
-    let exchange = requests
-        .iter()
-        .find(|r| r["path"] == "/oauth/token")
-        .expect("the exchange went out (with the surrogate)");
+    let exchange = request_to(
+        &requests,
+        "/oauth/token",
+        "the exchange went out (with the surrogate)",
+    );
     let sent = exchange.to_string();
     assert!(
         !sent.contains("REALcodexIDsignature"),
@@ -347,10 +298,7 @@ with urllib.request.urlopen(call, timeout=30) as answer:
         sent.contains("eyJzdWIiOiJ1c2VyIn0."),
         "the surrogate keeps the claims: {sent}"
     );
-    let models = requests
-        .iter()
-        .find(|r| r["path"] == "/v1/models")
-        .expect("the API call");
+    let models = request_to(&requests, "/v1/models", "the API call");
     assert_eq!(
         header_values(models, "authorization"),
         [format!("Bearer {real_access}")]

@@ -383,15 +383,7 @@ impl Place {
     /// `airlock run ARGS... -- AGENT AGENT-ARGS...` in the project, as the test user when
     /// one is asked for, with only PATH, HOME and the key (`key_value`) in the environment.
     pub fn run(&self, agent: Agent, args: &[String], key_value: &str) -> BoundedOutput {
-        let airlock = env!("CARGO_BIN_EXE_airlock");
-        let mut command = match super::test_user::uid() {
-            Some(uid) => {
-                let mut command = super::test_user::wrap(uid);
-                command.arg(airlock);
-                command
-            }
-            None => Command::new(airlock),
-        };
+        let mut command = airlock_command();
         command
             .arg("run")
             .args(args)
@@ -410,6 +402,34 @@ impl Place {
             .current_dir(self.project());
         run_bounded(&mut command, AGENT_TIMEOUT)
     }
+}
+
+/// The `airlock` binary as a command, switched to the test user (`setpriv`) when one is
+/// asked for; the caller adds the arguments, the environment and the directory.
+pub fn airlock_command() -> Command {
+    let airlock = env!("CARGO_BIN_EXE_airlock");
+    match super::test_user::uid() {
+        Some(uid) => {
+            let mut command = super::test_user::wrap(uid);
+            command.arg(airlock);
+            command
+        }
+        None => Command::new(airlock),
+    }
+}
+
+/// The calls to Anthropic's Messages API (`POST /v1/messages...`) among `requests` (the
+/// model server's record).
+pub fn message_calls(requests: &[Value]) -> Vec<&Value> {
+    requests
+        .iter()
+        .filter(|r| {
+            r["method"] == "POST"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/v1/messages"))
+        })
+        .collect()
 }
 
 /// What the hook settings hold before the run (checked unchanged after it).

@@ -2,8 +2,9 @@
 //! `run_credential_refresh_agents`; docs/secrets.md, "Refreshes"): a home with Claude
 //! Code's `.credentials.json` holding real canary tokens, the policy projecting it, the
 //! `airlock run` command against the scripted model server on `ADDRESS:443` (Claude's and
-//! Codex's token endpoints and APIs), a slow token endpoint counting its hits, and the
-//! helpers reading a run's output, the server's record and the audit log.
+//! Codex's token endpoints and APIs), the python token clients' shared prelude, a slow
+//! token endpoint counting its hits, and the helpers reading a run's output, the server's
+//! record and the audit log.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::TestPki;
-use crate::support::agents::{ModelServer, can_serve_443};
+use crate::support::agents::{Agent, ModelServer, airlock_command, can_serve_443};
 use crate::support::clients::{BoundedOutput, run_bounded};
 use crate::support::run::{code, namespaces_available, read_lines};
 
@@ -53,6 +54,24 @@ with urllib.request.urlopen(call, timeout=30) as answer:
     print("API %d %s" % (answer.status, answer.read().decode()))
 # The file again, after the host's file was written back: still the projection.
 print("AFTER " + open(path).read().replace("\n", " "))
+"#;
+
+/// The start of the token clients the refresh tests write ([`Place::token_script`]): the
+/// projected Claude login as `creds`, `token_request(data, content_type)` (a POST to
+/// Claude's token endpoint) and `send(request)` (the answer's status and body, an HTTP
+/// error's too).
+const TOKEN_PRELUDE: &str = r#"
+import json, os, threading, urllib.request, urllib.error
+creds = json.load(open(os.path.expanduser("~/.claude/.credentials.json")))["claudeAiOauth"]
+def token_request(data, content_type):
+    return urllib.request.Request("https://platform.claude.com/v1/oauth/token",
+        data=data, method="POST", headers={"Content-Type": content_type})
+def send(request):
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 "#;
 
 /// One test's home (with the credential file), logs and policy.
@@ -126,15 +145,7 @@ impl Place {
     /// The command [`Place::run_program`] runs (`AIRLOCK_HOME` one per `log`: two runs
     /// creating one CA at once is `run_credential_refresh`'s own test).
     pub fn command(&self, pki: &TestPki, address: &str, log: &str, program: &[String]) -> Command {
-        let airlock = env!("CARGO_BIN_EXE_airlock");
-        let mut command = match crate::support::test_user::uid() {
-            Some(uid) => {
-                let mut command = crate::support::test_user::wrap(uid);
-                command.arg(airlock);
-                command
-            }
-            None => Command::new(airlock),
-        };
+        let mut command = airlock_command();
         command
             .arg("run")
             .args(["--profile", "none", "--policy"])
@@ -166,6 +177,32 @@ impl Place {
         command
     }
 
+    /// `airlock run` of the real `agent` CLI (its usual arguments) against the server on
+    /// `address`, audit log `audit.jsonl`.
+    pub fn run_agent(&self, pki: &TestPki, address: &str, agent: Agent) -> BoundedOutput {
+        let mut args = vec![agent.executable().to_string_lossy().into_owned()];
+        args.extend(agent.arguments());
+        self.run_program(pki, address, "audit.jsonl", &args)
+    }
+
+    /// The server's record, and for assertion messages the method and path of each
+    /// request and the audit log's refusals (`requests: [..]\nrefused: [..]`).
+    pub fn requests_seen(&self, server: &ModelServer) -> (Vec<Value>, String) {
+        let requests = server.requests();
+        let paths: Vec<String> = requests
+            .iter()
+            .map(|r| format!("{} {}", r["method"], r["path"]))
+            .collect();
+        let refused: Vec<Value> = read_lines(&self.logs().join("audit.jsonl"))
+            .into_iter()
+            .filter(|line| line["decision"] == "deny")
+            .collect();
+        (
+            requests,
+            format!("requests: {paths:?}\nrefused: {refused:?}"),
+        )
+    }
+
     /// Writes Codex's `auth.json` (`auth`, mode 0600) and the policy `policy` (the
     /// Claude file stays, unprojected unless the policy names it); owned by the test user.
     pub fn codex(&self, auth: &str, policy: &str) -> PathBuf {
@@ -184,6 +221,12 @@ impl Place {
         std::fs::write(self.project().join(name), script).expect("script");
         self.adopt();
         vec!["python3".to_owned(), name.to_owned()]
+    }
+
+    /// [`Place::script`] of `body` after the token clients' prelude (`creds`,
+    /// `token_request`, `send`).
+    pub fn token_script(&self, name: &str, body: &str) -> Vec<String> {
+        self.script(name, &format!("{TOKEN_PRELUDE}{body}"))
     }
 
     /// Hands the home and logs to the test user (when the tests run as one).
@@ -207,13 +250,23 @@ impl Place {
 
 /// The PKI, a place and the server on `address:443`; `None` when this machine cannot.
 pub fn setup(address: &str, test: &str, refresh: &str) -> Option<(TestPki, Place, ModelServer)> {
+    setup_with_tool(address, test, refresh, "true")
+}
+
+/// [`setup`] with a server whose scripted tool call runs `tool` (the agent tests).
+pub fn setup_with_tool(
+    address: &str,
+    test: &str,
+    refresh: &str,
+    tool: &str,
+) -> Option<(TestPki, Place, ModelServer)> {
     if !namespaces_available(test) || !can_serve_443(address) {
         return None;
     }
     let pki = TestPki::new();
     let place = Place::new(refresh);
     let record = place.logs().join("requests.jsonl");
-    let server = ModelServer::start(&pki, address, &record, "true");
+    let server = ModelServer::start(&pki, address, &record, tool);
     Some((pki, place, server))
 }
 
@@ -236,6 +289,12 @@ pub fn marked<'a>(stdout: &'a str, marker: &str) -> Option<&'a str> {
     stdout
         .lines()
         .find_map(|line| line.strip_prefix(&format!("{marker} ")))
+}
+
+/// The first request of the server's record (`requests`) to `path`; fails the test with
+/// `what` when none went there.
+pub fn request_to<'a>(requests: &'a [Value], path: &str, what: &str) -> &'a Value {
+    requests.iter().find(|r| r["path"] == path).expect(what)
 }
 
 /// What the server issued, in order.
