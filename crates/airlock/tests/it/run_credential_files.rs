@@ -634,6 +634,27 @@ const READ_LOOP: &str = "mkdir -p ~/.claude/projects && touch ~/.claude/projects
     i=0; while [ $i -lt 150 ]; do cat ~/.claude/.credentials.json 2>&1; echo; \
     sleep 0.1; i=$((i+1)); done | sort -u; echo FINISHED";
 
+/// A writable `~/.claude` holding `login` as its credentials file, a run of [`READ_LOOP`]
+/// during which the host renames a file holding `canary` over that file: the host's path
+/// and the run's output, status checked by the caller.
+fn rename_during_run(run: &RunHome, login: String, canary: &str) -> (PathBuf, String, String, i32) {
+    let files = vec![
+        (".claude/.credentials.json", login),
+        (".claude/projects/.keep", String::new()),
+    ];
+    let policy =
+        "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
+    let home = make_home(run, &files, policy);
+    let host = home.join(".claude/.credentials.json");
+    let renamer = rename_over_when(home.join(".claude/projects/started"), host.clone(), canary);
+    let (stdout, stderr, status) = run_in(run, &home, &[], READ_LOOP);
+    assert!(
+        renamer.join().expect("renamer"),
+        "the command never started"
+    );
+    (host, stdout, stderr, status)
+}
+
 /// Review 35, F1: a host process (the user's own Claude Code saving its refreshed login)
 /// renames a new file over `.credentials.json` while the command runs in a jail whose
 /// `~/.claude` is writable. `~/.claude` is the run's private directory, so the name is not
@@ -649,21 +670,8 @@ fn a_host_rename_over_a_projected_file_changes_nothing_inside() {
         "{{\"claudeAiOauth\":{{\"accessToken\":\"{CLAUDE_ACCESS}\",\"refreshToken\":\
          \"{CLAUDE_REFRESH}\",\"expiresAt\":1,\"scopes\":[\"user:inference\"]}}}}"
     );
-    let files = vec![
-        (".claude/.credentials.json", login),
-        (".claude/projects/.keep", String::new()),
-    ];
-    let policy =
-        "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
-    let home = make_home(&run, &files, policy);
-    let host = home.join(".claude/.credentials.json");
     let canary = "sk-ant-oat01-HOSTrenamedCANARY0123456789abcdefghijklmnopqrstuvwxyz";
-    let renamer = rename_over_when(home.join(".claude/projects/started"), host.clone(), canary);
-    let (stdout, stderr, status) = run_in(&run, &home, &[], READ_LOOP);
-    assert!(
-        renamer.join().expect("renamer"),
-        "the command never started"
-    );
+    let (host, stdout, stderr, status) = rename_during_run(&run, login, canary);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("FINISHED"), "{stdout}\n{stderr}");
     assert!(
@@ -697,21 +705,8 @@ fn a_host_rename_over_a_hidden_file_changes_nothing_inside() {
     }
     let run = RunHome::new();
     let unparseable = format!("not json {{ \"accessToken\": \"{CLAUDE_ACCESS}\"");
-    let files = vec![
-        (".claude/.credentials.json", unparseable),
-        (".claude/projects/.keep", String::new()),
-    ];
-    let policy =
-        "version: 1\ncredentials:\n  files: [claude]\nfilesystem:\n  writable: [\"~/.claude\"]\n";
-    let home = make_home(&run, &files, policy);
-    let host = home.join(".claude/.credentials.json");
     let canary = "sk-ant-oat01-HOSTrenamedHIDDEN0123456789abcdefghijklmnopqrstuvwxyz";
-    let renamer = rename_over_when(home.join(".claude/projects/started"), host.clone(), canary);
-    let (stdout, stderr, status) = run_in(&run, &home, &[], READ_LOOP);
-    assert!(
-        renamer.join().expect("renamer"),
-        "the command never started"
-    );
+    let (_, stdout, stderr, status) = rename_during_run(&run, unparseable, canary);
     assert!(stderr.contains("hidden: claude ("), "{stderr}");
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert_eq!(stdout.trim(), "FINISHED", "{stderr}");
