@@ -116,7 +116,7 @@ fn redaction_replaces_tokens_only() {
         redact("/plain/path"),
         std::borrow::Cow::Borrowed(_)
     ));
-    // Found by fuzzing (fuzz-stream `dlp`): redacting the later, overlapping key ends the
+    // Found by fuzzing (the `dlp` target of `fuzz/`): redacting the later, overlapping key ends the
     // run before it, which then is a key of its own.
     let text = "AKIAQWERTYUIASIAKIAQWERTYUIOP1SDFG";
     assert!(

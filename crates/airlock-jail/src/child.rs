@@ -13,7 +13,7 @@
 // Calls the kernel directly (namespaces, fork, mounts); each unsafe block says why.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
@@ -375,7 +375,13 @@ fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
     if plan.fs.is_some() {
         confine::read_only_host()?;
     }
-    let private_mounted = crate::private_dir::mount_all(&plan.private_dirs, &private_sources)?;
+    let mounted = crate::private_dir::mount_all(&plan.private_dirs, &private_sources)?;
+    let rebound = match &plan.fs {
+        Some(fs) => {
+            crate::private_dir::writable_sources(&plan.private_dirs, mounted, &fs.writable)?
+        }
+        None => Vec::new(),
+    };
     for (index, path) in plan.hide_paths.iter().enumerate() {
         match hide(plan, sources.as_ref(), path) {
             Err((SetupStep::HidePath, _, e)) => {
@@ -398,7 +404,13 @@ fn build_mounts(plan: &ChildPlan) -> Result<(), Failure> {
         }
     }
     if let (Some(fs), Some(sources)) = (&plan.fs, &sources) {
-        confine::confine(fs, sources, &private_mounted)?;
+        let hidden: Vec<&CStr> = plan
+            .hide_paths
+            .iter()
+            .chain(&plan.hide_if_present)
+            .map(CString::as_c_str)
+            .collect();
+        confine::confine(fs, sources, &rebound, &hidden)?;
     }
     for (index, ((_, destination), fd)) in plan.bind_files.iter().zip(&bind_sources).enumerate() {
         bind_file(fd, destination, plan.fs.is_some())

@@ -58,9 +58,6 @@ pub(crate) struct FsPlan {
     pub(crate) protected: Vec<CString>,
     /// Paths inside hidden directories shown again, read-only.
     pub(crate) reexposed: Vec<CString>,
-    /// Targets of the run-private directories ([`crate::private_dir`]): a writable
-    /// directory that is one is bound from the private directory, not from the host.
-    pub(crate) private_targets: Vec<CString>,
     /// Whether Landlock is applied as a second layer (where the kernel has it).
     pub(crate) landlock: bool,
 }
@@ -123,13 +120,14 @@ pub(crate) fn read_only_host() -> Result<(), Failure> {
 /// After the hidden paths are covered: the private `/dev`, `/tmp` and `/var/tmp`, the
 /// writable binds (recursive, so hidden paths below them stay covered), the directories
 /// leading to each protected path made mount points ([`anchors_of`]) and the protected
-/// binds inside them. A writable directory that is the target of a private directory
-/// is bound from that directory's mount (`private`, in the order of
-/// `plan.private_targets`) instead of the host's.
+/// binds inside them. A writable path with a source in `rebound` (in the order of
+/// `plan.writable`: a private directory's target or a path inside one,
+/// [`crate::private_dir::writable_sources`]) is bound from it instead of the host's.
 pub(crate) fn confine(
     plan: &FsPlan,
     sources: &Sources,
-    private: &[OwnedFd],
+    rebound: &[Option<OwnedFd>],
+    hidden: &[&CStr],
 ) -> Result<(), Failure> {
     build_dev(sources).map_err(|e| (SetupStep::MinimalDev, None, e))?;
     for dir in PRIVATE_TMP {
@@ -145,12 +143,7 @@ pub(crate) fn confine(
         }
     }
     for (index, (path, fd)) in plan.writable.iter().zip(&sources.writable).enumerate() {
-        let fd = plan
-            .private_targets
-            .iter()
-            .position(|target| target == path)
-            .and_then(|at| private.get(at))
-            .unwrap_or(fd);
+        let fd = rebound.get(index).and_then(Option::as_ref).unwrap_or(fd);
         bind_writable(path, fd).map_err(|e| (SetupStep::WritablePath, Some(index as u32), e))?;
     }
     for (index, path) in plan.writable.iter().enumerate() {
@@ -158,6 +151,7 @@ pub(crate) fn confine(
             anchor_dir(&anchor).map_err(|e| (SetupStep::WritablePath, Some(index as u32), e))?;
         }
     }
+    anchor_hidden(plan, hidden)?;
     for (index, path) in plan.protected.iter().enumerate() {
         // A protected path removed (by the host) since the plan was made has nothing left
         // to protect; the end-of-run check finds it if the command creates it again.
@@ -173,6 +167,25 @@ pub(crate) fn confine(
             Err(e) if std::fs::symlink_metadata(path_of(path)).is_err() && vanished(&e) => {}
             Err(e) => return Err(at(e)),
             Ok(()) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Makes the directories between a writable directory and each hidden path below it mount
+/// points ([`anchors_of`]), so that the command cannot rename one of them and carry the
+/// hidden path's cover away with it: the host would see the hidden file at a new name that
+/// the next run does not hide, and a path airlock itself uses (its state directory) at a
+/// place the command made (review 16). A hidden path or directory already gone is skipped.
+fn anchor_hidden(plan: &FsPlan, hidden: &[&CStr]) -> Result<(), Failure> {
+    for (index, path) in hidden.iter().enumerate() {
+        for anchor in anchors_of(plan, path) {
+            match anchor_dir(&anchor) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err((SetupStep::HidePath, Some(index as u32), e));
+                }
+                _ => {}
+            }
         }
     }
     Ok(())

@@ -104,7 +104,6 @@ impl JailEntry {
             writable,
             protected: Vec::new(),
             reexposed: Vec::new(),
-            private_targets: Vec::new(),
             landlock: true,
         });
         Ok(())

@@ -647,11 +647,7 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
         hide_paths,
         hide_if_present,
         bind_files,
-        fs: spec
-            .filesystem
-            .as_ref()
-            .map(|fs| fs_plan(fs, &private_dirs))
-            .transpose()?,
+        fs: spec.filesystem.as_ref().map(fs_plan).transpose()?,
         private_dirs,
         tcp_ports,
         cwd: c_string(spec.cwd.as_os_str(), "the working directory")?,
@@ -672,10 +668,7 @@ fn build_plan(spec: &JailSpec) -> Result<ChildPlan, JailError> {
 }
 
 /// The filesystem part of the plan: every path absolute, as C strings.
-fn fs_plan(
-    fs: &crate::FsConfinement,
-    private: &[crate::private_dir::PrivatePlan],
-) -> Result<FsPlan, JailError> {
+fn fs_plan(fs: &crate::FsConfinement) -> Result<FsPlan, JailError> {
     let convert = |paths: &[std::path::PathBuf], what: &str| {
         paths
             .iter()
@@ -694,7 +687,6 @@ fn fs_plan(
         writable: convert(&fs.writable, "a writable path")?,
         protected: convert(&fs.protected, "a protected path")?,
         reexposed: convert(&fs.readable_exceptions, "a readable exception")?,
-        private_targets: private.iter().map(|dir| dir.target.clone()).collect(),
         landlock: fs.landlock,
     })
 }

@@ -87,10 +87,11 @@ fn live_source(dir: &OwnedFd, name: &CStr) -> Option<OwnedFd> {
 
 /// Shows every private directory over its target: the live entries bound into it
 /// (recursively, writable when the directory is), its own read-only names made mount
-/// points, then the whole bound over the target. Returns a descriptor of each mounted
-/// directory: a writable one is bound again from it where the writable directories are
-/// bound ([`crate::confine::confine`]), which brings it back when the target lies in a
-/// private temporary directory mounted since.
+/// points, then the whole bound over the target, and the binds made in the prepared
+/// directory detached there (review 15, F0: only the target shows them). Returns a
+/// descriptor of each mounted directory: a writable one is bound again from it where the
+/// writable directories are bound ([`crate::confine::confine`]), which brings it back when
+/// the target lies in a private temporary directory mounted since.
 pub(crate) fn mount_all(
     plans: &[PrivatePlan],
     sources: &[PrivateSources],
@@ -113,6 +114,7 @@ fn mount_one(plan: &PrivatePlan, fds: &PrivateSources) -> io::Result<()> {
         bytes.extend_from_slice(name.to_bytes());
         CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
     };
+    let mut bound = Vec::with_capacity(plan.live.len() + plan.read_only.len());
     for (name, fd) in plan.live.iter().zip(&fds.live) {
         let Some(fd) = fd else { continue };
         let placeholder = inside(name)?;
@@ -122,14 +124,70 @@ fn mount_one(plan: &PrivatePlan, fds: &PrivateSources) -> io::Result<()> {
         }
         bind_tree(fd_path(fd).as_c_str(), placeholder.as_c_str())?;
         set_read_only(&placeholder, false, !plan.writable)?;
+        bound.push(placeholder);
     }
     for name in &plan.read_only {
         let path = inside(name)?;
         bind_tree(path.as_c_str(), path.as_c_str())?;
         set_read_only(&path, true, true)?;
+        bound.push(path);
     }
     bind_tree(base.as_c_str(), plan.target.as_c_str())?;
-    set_read_only(&plan.target, false, !plan.writable)
+    set_read_only(&plan.target, false, !plan.writable)?;
+    // The recursive bind carried the binds to the target; where the prepared directory
+    // itself may still be reached (a writable directory holding it, bound again later
+    // from the host), it shows only its placeholders.
+    for path in &bound {
+        detach(path)?;
+    }
+    Ok(())
+}
+
+/// Detaches the mount at `path` (with what lies below it), never through a link.
+fn detach(path: &CStr) -> io::Result<()> {
+    nix::mount::umount2(
+        path,
+        nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW,
+    )?;
+    Ok(())
+}
+
+/// The sources of the writable binds ([`crate::confine::confine`]), one per writable path:
+/// a private directory's target is bound from its mount (`mounted`, in the order of
+/// `plans`); a path inside a target is opened now, through the private directory and its
+/// live binds, so that the hidden paths covered below it next are covered in what is bound
+/// (review 15, F0: the host's descriptor opened earlier lies beside those covers); `None`
+/// for any other path (bound from the host's descriptor).
+pub(crate) fn writable_sources(
+    plans: &[PrivatePlan],
+    mounted: Vec<OwnedFd>,
+    writable: &[CString],
+) -> Result<Vec<Option<OwnedFd>>, Failure> {
+    let mut mounted: Vec<Option<OwnedFd>> = mounted.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(writable.len());
+    for (index, path) in writable.iter().enumerate() {
+        if let Some(at) = plans.iter().position(|plan| plan.target == *path) {
+            out.push(mounted.get_mut(at).and_then(Option::take));
+            continue;
+        }
+        let below = plans
+            .iter()
+            .any(|plan| strictly_inside(path.to_bytes(), plan.target.to_bytes()));
+        if !below {
+            out.push(None);
+            continue;
+        }
+        let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+        let fd = open(path.as_c_str(), flags, Mode::empty())
+            .map_err(|e| (SetupStep::WritablePath, Some(index as u32), e.into()))?;
+        out.push(Some(fd));
+    }
+    Ok(out)
+}
+
+/// Whether `path` lies strictly below the directory `dir`.
+fn strictly_inside(path: &[u8], dir: &[u8]) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
 }
 
 /// Whether the host entry and its placeholder are both directories or both not.

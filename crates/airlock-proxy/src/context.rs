@@ -29,6 +29,7 @@ use crate::caller::ConnCaller;
 use crate::config::{Limits, TunnelRefusal};
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
+use crate::leg::{LegSlot, Legs};
 use crate::record::{Line, LineKind};
 use crate::upstream::{Upstream, UpstreamClient};
 
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) client: UpstreamClient,
     /// For WebSocket upgrades: offers http/1.1 only.
     pub(crate) http1_client: UpstreamClient,
+    /// The HTTP/1.1 client connections' own upstream legs: counts and spares.
+    pub(crate) legs: Arc<Legs>,
     /// Mints a leaf per SNI; offers h2 and http/1.1.
     pub(crate) intercept_tls: Arc<ServerConfig>,
     pub(crate) http1: http1::Builder,
@@ -93,6 +96,8 @@ pub(crate) struct ConnContext {
     pub(crate) id: u64,
     /// The recent bytes of an HTTP/1 connection, for the CL+TE check (`None` for h2).
     pub(crate) head_tap: Option<HeadTap>,
+    /// The upstream leg of an HTTP/1.1 connection, driven on its task (`None` for h2).
+    pub(crate) leg: Option<Arc<LegSlot>>,
     /// The program behind a connection from a jail (`None` elsewhere: `airlock proxy`).
     pub(crate) caller: Option<Arc<ConnCaller>>,
     /// Held while anything serves this connection (tunnels included), so that the caps and
@@ -116,6 +121,7 @@ impl ConnContext {
             origin,
             id: self.id,
             head_tap: None,
+            leg: None,
             caller: self.caller.clone(),
             _permit: self._permit.clone(),
         }

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::body::ProxyBody;
 use crate::context::{ConnContext, Shared, stopping};
+use crate::leg::{Drive, LegSlot};
 
 /// A boxed answer of [`service`].
 pub(crate) type TrackedAnswer =
@@ -149,25 +150,31 @@ where
     }
 }
 
-/// Runs `connection` until it ends; once no request has been in flight on it for the
-/// idle timeout or the proxy is stopping, `graceful` shuts it down and it is run to its end.
+/// Runs `connection` until it ends, with its upstream leg (`leg`, if any) driven on the
+/// same task; once no request has been in flight on it for the idle timeout or the proxy
+/// is stopping, `graceful` shuts it down and it is run to its end.
 pub(crate) async fn serve<C>(
     mut connection: Pin<&mut C>,
     graceful: fn(Pin<&mut C>),
     activity: &Activity,
     shared: &Shared,
+    leg: Option<&LegSlot>,
 ) -> C::Output
 where
     C: Future,
 {
     let idle = shared.limits.idle_timeout;
     let mut shutdown = shared.shutdown.clone();
+    // Never ends: the leg's response is read before the connection is polled.
+    let mut drive = Drive::of(leg);
     loop {
         // Re-checked at least once per `idle` while requests are in flight.
         let wake = activity
             .idle_at(idle)
             .unwrap_or_else(|| Instant::now() + idle);
         tokio::select! {
+            biased;
+            () = &mut drive => {}
             output = connection.as_mut() => return output,
             () = stopping(&mut shutdown) => break,
             () = tokio::time::sleep_until(wake) => {
@@ -179,5 +186,30 @@ where
         }
     }
     graceful(connection.as_mut());
-    connection.await
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut drive => {}
+            output = connection.as_mut() => return output,
+        }
+    }
+}
+
+/// [`serve`] for an HTTP/1.1 client connection with its leg: once the connection ends,
+/// its leg is offered as its destination's spare ([`crate::leg::Legs::park`]).
+pub(crate) async fn serve_with_leg<C>(
+    connection: Pin<&mut C>,
+    graceful: fn(Pin<&mut C>),
+    activity: &Activity,
+    shared: &Shared,
+    leg: Option<&LegSlot>,
+) -> C::Output
+where
+    C: Future,
+{
+    let output = serve(connection, graceful, activity, shared, leg).await;
+    if let Some(leg) = leg {
+        shared.legs.park(leg);
+    }
+    output
 }

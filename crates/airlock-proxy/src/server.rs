@@ -155,6 +155,7 @@ impl Proxy {
             upstream,
             client,
             http1_client,
+            legs: Arc::default(),
             intercept_tls,
             http1,
             http_any,
@@ -324,6 +325,7 @@ impl Proxy {
             origin: Origin::Direct,
             id,
             head_tap,
+            leg: Some(Arc::default()),
             caller: None,
             _permit: Arc::new(Admitted {
                 _connection: permit,
@@ -364,7 +366,15 @@ async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
     let service = idle::service(context.clone(), activity.clone());
     let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
-    let result = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared).await;
+    let leg = context.leg.as_deref();
+    let serving = idle::serve_with_leg(
+        connection,
+        |c| c.graceful_shutdown(),
+        &activity,
+        &shared,
+        leg,
+    );
+    let result = serving.await;
     if let Err(e) = result {
         tracing::debug!("client connection: {e}");
         crate::malformed::log_parse_error(&context, &e);

@@ -346,6 +346,7 @@ where
 {
     let head_tap = (!h2).then(HeadTap::default);
     context.head_tap = head_tap.clone();
+    context.leg = (!h2).then(Arc::default);
     let context = Arc::new(context);
     let log_context = context.clone();
     let shared = context.shared.clone();
@@ -354,7 +355,13 @@ where
     if h2 {
         let connection = shared.http_any.serve_connection_with_upgrades(io, service);
         tokio::pin!(connection);
-        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
+        let serving = idle::serve(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            &shared,
+            None,
+        );
         if let Err(e) = serving.await {
             tracing::debug!("tunnel connection: {e}");
         }
@@ -364,8 +371,16 @@ where
         let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
         tokio::pin!(connection);
-        let serving = idle::serve(connection, |c| c.graceful_shutdown(), &activity, &shared);
-        if let Err(e) = serving.await {
+        let leg = log_context.leg.as_deref();
+        let serving = idle::serve_with_leg(
+            connection,
+            |c| c.graceful_shutdown(),
+            &activity,
+            &shared,
+            leg,
+        );
+        let result = serving.await;
+        if let Err(e) = result {
             tracing::debug!("tunnel connection: {e}");
             crate::malformed::log_parse_error(&log_context, &e);
         }

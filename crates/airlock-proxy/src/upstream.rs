@@ -314,6 +314,17 @@ impl Upstream {
         })
     }
 
+    /// Dials `uri`'s destination as [`Upstream::http1_client`] does (resolved, guarded,
+    /// pinned; TLS offering http/1.1 only): a client connection's own leg (`crate::leg`).
+    pub(crate) async fn dial_http1(self: &Arc<Self>, uri: Uri) -> Result<UpstreamConn, DialError> {
+        use tower_service::Service;
+        let mut connector = UpstreamConnector {
+            upstream: self.clone(),
+            http1_only: true,
+        };
+        connector.call(uri).await
+    }
+
     /// A pooling client that offers only http/1.1 (for WebSocket upgrades).
     pub fn http1_client(self: &Arc<Self>) -> UpstreamClient {
         build_client(UpstreamConnector {

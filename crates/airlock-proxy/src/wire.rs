@@ -4,7 +4,7 @@
 //! the target of a `CONNECT`.
 //!
 //! Every input here is written by the sandboxed command, so each reader is bounded in
-//! what it looks at and never panics; `fuzz-wire/` fuzzes them (docs/fuzzing.md) and the
+//! what it looks at and never panics; `fuzz/` fuzzes them (docs/fuzzing.md) and the
 //! tests below hold the invariants the fuzz targets check.
 
 use airlock_policy::canonical::{Host, canonical_host, parse_authority};

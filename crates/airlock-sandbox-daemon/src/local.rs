@@ -3,9 +3,9 @@
 //! filesystem hiding the whole of airlock's state but its own workspace; served by the
 //! listeners the jail hands back, and killed whole at the end. The credential files the
 //! policy turns on are projected as in `airlock run` (private parent directories, binds,
-//! the replace watch that kills the jail, the copy-back once the jail is gone:
-//! docs/secrets.md); commands run with `airlock sandbox exec` enter the holder's
-//! namespaces and so see the same mounts.
+//! the replace watch that kills the jail, the copy-back and the end check once the jail's
+//! processes are confirmed gone: docs/secrets.md); commands run with `airlock sandbox
+//! exec` enter the holder's namespaces and so see the same mounts.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -75,7 +75,7 @@ async fn serve_local(
     // The credential files as `airlock run` shows them: private parent directories, the
     // binds they do not cover, the replace watch over those binds (docs/secrets.md).
     let files = &plan.session.credential_files;
-    let private = PrivateParents::for_run(files, &mut fs);
+    let private = PrivateParents::for_run(files, &mut fs)?;
     let credential_binds = private.binds(files);
     let hidden: Vec<PathBuf> = files.hidden.iter().map(|(_, p, _)| p.clone()).collect();
     let watched = private.watched(&credential_binds, bound_alone(&hidden, &fs.hidden));
@@ -112,12 +112,93 @@ async fn serve_local(
             let _ = killer.signal(nix::libc::SIGKILL);
         });
     }
+    let init = JailInit::of(jail.pid());
     let result = serve_in_cgroups(provider, plan, proxy, stop, jail, &writable, termination).await;
-    // The jail is gone: what its commands wrote in a writable private parent directory
-    // goes back to the host; a projected copy changed inside is an audit line.
-    private.copy_back(&fs.end_check, &plan.session.audit);
     files.audit_changes(&plan.session.audit);
+    end_jail(plan, &private, &fs.end_check, init).await;
     result
+}
+
+/// The end of a sandbox's jail: once its processes are confirmed gone (nothing inside
+/// can race this), what its commands wrote in a writable private parent directory goes
+/// back to the host, then the end check quarantines what they created that host tools
+/// would run, as `airlock run` does (docs/security.md, "What the command can read and
+/// write"). Unconfirmed: nothing is copied back, said on stderr.
+async fn end_jail(
+    plan: &Plan,
+    private: &PrivateParents,
+    end_check: &airlock_session::quarantine::EndCheck,
+    init: Option<JailInit>,
+) {
+    let audit = &plan.session.audit;
+    let gone = match init {
+        Some(init) => init.gone_within(JAIL_END).await,
+        None => false,
+    };
+    if gone {
+        private.copy_back(end_check, audit);
+    } else {
+        eprintln!(
+            "airlock: sandbox {}: its processes could not be confirmed gone: nothing it wrote \
+             in its private credential directories is copied back",
+            plan.name
+        );
+    }
+    let checked = airlock_session::quarantine::finish(end_check, audit, Ok::<i32, String>(0));
+    if checked != Ok(0) {
+        eprintln!(
+            "airlock: sandbox {}: the end check of its writable directories failed",
+            plan.name
+        );
+    }
+}
+
+/// The init of a jail's PID namespace, known by its PID and start time (so a recycled PID
+/// is not mistaken for it): once it has exited, every process of the namespace has (the
+/// kernel kills and reaps them before the init becomes a zombie).
+struct JailInit {
+    pid: i32,
+    start: u64,
+}
+
+impl JailInit {
+    /// The init of the jail whose outer process is `outer` (its only child).
+    fn of(outer: i32) -> Option<JailInit> {
+        let pid = *children_of(outer).first()?;
+        let start = start_time(pid)?.1;
+        Some(JailInit { pid, start })
+    }
+
+    /// Waits (at most `bound`) for the init to have exited; whether it has.
+    async fn gone_within(&self, bound: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let gone = match start_time(self.pid) {
+                None => true,
+                Some((state, start)) => state == 'Z' || state == 'X' || start != self.start,
+            };
+            if gone {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The state letter and start time (clock ticks since boot) of process `pid`, from
+/// `/proc/PID/stat`; `None` when there is no such process.
+fn start_time(pid: i32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (in parentheses, which it may itself hold): the state is
+    // field 3, the start time field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 /// Puts the built jail in the sandbox's control groups and serves it; the groups are

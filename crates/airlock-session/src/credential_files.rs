@@ -46,7 +46,7 @@ pub struct CredentialFiles {
     /// file the command creates there is set aside at the end, as any protected path's).
     pub absent: Vec<(Store, PathBuf)>,
     /// The private directory holding the copies (removed when the run ends).
-    dir: Option<tempfile::TempDir>,
+    dir: Option<crate::run_dirs::RunDir>,
 }
 
 impl CredentialFiles {
@@ -59,7 +59,7 @@ impl CredentialFiles {
         }
         let place = crate::fs_confine::Place::current()?;
         let files = if project {
-            CredentialFiles::prepare(policy, &place.home)?
+            CredentialFiles::prepare(policy, &place.home, &crate::run_dirs::root()?)?
         } else {
             let mut files = CredentialFiles::default();
             for store in Store::ALL {
@@ -90,9 +90,15 @@ impl CredentialFiles {
     /// Projects every store `policy` turns on whose file exists under `home`; adds the
     /// tokens to `policy.secrets` (after the policy's own) and each projected path to
     /// `filesystem.readable` (so that a default-hidden store is shown, as its
-    /// projection); adds each absent store file's path to `filesystem.protected`. `Err`:
-    /// the private directory or a copy could not be written.
-    pub fn prepare(policy: &mut Policy, home: &Path) -> Result<CredentialFiles, String> {
+    /// projection); adds each absent store file's path to `filesystem.protected`. The
+    /// copies are written in a directory of the run made in `runs` (`AIRLOCK_HOME/run`,
+    /// hidden inside: [`crate::run_dirs`]). `Err`: the private directory or a copy could
+    /// not be written.
+    pub fn prepare(
+        policy: &mut Policy,
+        home: &Path,
+        runs: &Path,
+    ) -> Result<CredentialFiles, String> {
         let mut out = CredentialFiles::default();
         for store in Store::ALL {
             let name = store.name();
@@ -126,7 +132,7 @@ impl CredentialFiles {
                     continue;
                 }
             };
-            let copy_path = out.write_copy(store, &projection.bytes)?;
+            let copy_path = out.write_copy(runs, store, &projection.bytes)?;
             policy.secrets.extend(projection.secrets);
             policy
                 .filesystem
@@ -143,21 +149,17 @@ impl CredentialFiles {
         Ok(out)
     }
 
-    /// Writes the copy of `store`'s file (0600) into the private directory (0700).
-    fn write_copy(&mut self, store: Store, bytes: &[u8]) -> Result<PathBuf, String> {
+    /// Writes the copy of `store`'s file (0600) into the private directory (0700, made in
+    /// `runs`).
+    fn write_copy(&mut self, runs: &Path, store: Store, bytes: &[u8]) -> Result<PathBuf, String> {
         use std::io::Write as _;
         if self.dir.is_none() {
-            let dir = tempfile::Builder::new()
-                .prefix("airlock-credentials-")
-                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-                .tempdir()
-                .map_err(|e| format!("cannot create a private directory: {e}"))?;
-            self.dir = Some(dir);
+            self.dir = Some(crate::run_dirs::RunDir::create(runs, "credentials")?);
         }
         let dir = self
             .dir
             .as_ref()
-            .map(tempfile::TempDir::path)
+            .map(crate::run_dirs::RunDir::path)
             .ok_or("no directory")?;
         let path = dir.join(store.name());
         let mut file = std::fs::OpenOptions::new()
@@ -191,9 +193,10 @@ impl CredentialFiles {
             .collect()
     }
 
-    /// The start line: the stores projected and the files hidden, names only.
+    /// The start line: the stores projected and the files hidden, names only (the absent
+    /// ones: [`CredentialFiles::absent_line`]).
     pub fn start_line(&self) -> Option<String> {
-        if self.projected.is_empty() && self.hidden.is_empty() && self.absent.is_empty() {
+        if self.projected.is_empty() && self.hidden.is_empty() {
             return None;
         }
         let mut parts = Vec::new();
@@ -209,15 +212,35 @@ impl CredentialFiles {
                 .collect();
             parts.push(format!("hidden: {}", names.join(", ")));
         }
-        if !self.absent.is_empty() {
-            let names: Vec<&str> = self.absent.iter().map(|(s, _)| s.name()).collect();
+        Some(format!("airlock: credential files: {}", parts.join("; ")))
+    }
+
+    /// The line of the stores turned on whose file is absent, once the jail's plan is
+    /// known: `private` tells a store file whose directory is private to the run
+    /// ([`crate::private_parents`]).
+    pub fn absent_line(&self, private: impl Fn(&Path) -> bool) -> Option<String> {
+        let (inside, protected): (Vec<_>, Vec<_>) =
+            self.absent.iter().partition(|(_, path)| private(path));
+        let names = |list: &[&(Store, PathBuf)]| {
+            let names: Vec<&str> = list.iter().map(|(store, _)| store.name()).collect();
+            names.join(", ")
+        };
+        let mut parts = Vec::new();
+        if !inside.is_empty() {
+            parts.push(format!(
+                "absent, in a directory private to the run (a file the command creates there \
+                 is never copied back; one the host creates is not seen inside): {}",
+                names(&inside)
+            ));
+        }
+        if !protected.is_empty() {
             parts.push(format!(
                 "absent, write-protected (a file the command creates there is set aside at \
                  the end): {}",
-                names.join(", ")
+                names(&protected)
             ));
         }
-        Some(format!("airlock: credential files: {}", parts.join("; ")))
+        (!parts.is_empty()).then(|| format!("airlock: credential files: {}", parts.join("; ")))
     }
 
     /// At the end of the run: one `kind: credentials` audit line per projected copy the
@@ -341,7 +364,9 @@ mod tests {
         let mut policy = Policy::default();
         policy.credentials.projected = vec!["netrc".into(), "npm".into(), "git".into()];
         policy.credentials.hidden = vec!["pypi".into()];
-        let files = CredentialFiles::prepare(&mut policy, home.path()).expect("prepared");
+        let runs = tempfile::tempdir().expect("runs");
+        let files =
+            CredentialFiles::prepare(&mut policy, home.path(), runs.path()).expect("prepared");
         assert_eq!(files.projected.len(), 1);
         assert_eq!(files.hidden.len(), 2);
         assert_eq!(policy.secrets.len(), 1);
@@ -365,8 +390,15 @@ mod tests {
                 .protected
                 .contains(&git.to_string_lossy().into_owned())
         );
-        assert!(line.contains("absent, write-protected"), "{line}");
-        assert!(line.ends_with(": git"), "{line}");
+        assert!(!line.contains("absent"), "{line}");
+        let absent = files.absent_line(|_| false).expect("absent");
+        assert!(absent.contains("absent, write-protected"), "{absent}");
+        assert!(absent.ends_with(": git"), "{absent}");
+        let private = files.absent_line(|path| path == git).expect("private");
+        assert!(
+            private.contains("private to the run") && !private.contains("write-protected"),
+            "{private}"
+        );
     }
 
     #[test]

@@ -40,12 +40,15 @@ pub mod quarantine;
 #[cfg(target_os = "linux")]
 pub mod replace_watch;
 pub mod rotation;
+mod run_dirs;
 pub mod run_socket;
 pub mod secret_sources;
 pub mod serve;
 pub mod session;
 pub mod sources;
 pub mod standalone;
+#[cfg(target_os = "linux")]
+mod store_links;
 
 pub use config::{JailMode, SessionConfig, Upstream};
 pub use session::Session;

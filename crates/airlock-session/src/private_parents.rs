@@ -12,7 +12,8 @@
 //! store's name, an empty placeholder for a hidden store), and at the end copies back what
 //! the command wrote at the top level of a writable one ([`crate::private_copy_back`]).
 //! Where a directory cannot be made private, the caller falls back to the bind of the file
-//! and the replace watch ([`crate::replace_watch`]) and says so.
+//! and the replace watch ([`crate::replace_watch`]) and says so; one holding more than
+//! [`MAX_ENTRIES`] entries stops the run before it starts instead.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -74,6 +75,8 @@ pub(crate) struct Parent {
     pub(crate) read_only: Vec<OsString>,
     /// The store file names in it (never copied back).
     pub(crate) stores: Vec<OsString>,
+    /// Where store files that are links lead in it (never copied back).
+    pub(crate) store_targets: Vec<PathBuf>,
     /// Top-level files copied in: name and the host file's fingerprint then.
     pub(crate) copied: HashMap<OsString, Fingerprint>,
     /// Links recreated from the host: name and target (one left as it was is not copied
@@ -89,7 +92,10 @@ pub struct PrivateParents {
     pub(crate) parents: Vec<Parent>,
     /// Host directories shown as they are, each with why (said on the start line).
     pub fallbacks: Vec<(PathBuf, String)>,
-    dir: Option<tempfile::TempDir>,
+    /// Host directories with more than [`MAX_ENTRIES`] entries, each with its count: the
+    /// run does not start ([`PrivateParents::for_run`]).
+    pub crowded: Vec<(PathBuf, usize)>,
+    dir: Option<crate::run_dirs::RunDir>,
 }
 
 /// What the plan says of the paths around a store's directory.
@@ -100,6 +106,9 @@ pub struct PlanView<'a> {
     pub protected: &'a [PathBuf],
     /// Hidden paths, canonical.
     pub hidden: &'a [PathBuf],
+    /// Where the run's own directory is made (`AIRLOCK_HOME/run`, hidden inside:
+    /// [`crate::run_dirs`]).
+    pub runs: &'a Path,
 }
 
 impl PrivateParents {
@@ -127,6 +136,10 @@ impl PrivateParents {
         }
         let mut budget = MAX_COPY_TOTAL;
         for (host, names) in groups {
+            if let Some(count) = count_entries(&host).filter(|count| *count > MAX_ENTRIES) {
+                out.crowded.push((host, count));
+                continue;
+            }
             if let Err(why) = out.add(&host, &names, plan, &mut budget) {
                 out.fallback(&host, why);
             }
@@ -156,14 +169,16 @@ impl PrivateParents {
         }
         let writable = plan.writable.iter().any(|w| host.starts_with(w))
             && !plan.protected.iter().any(|p| host.starts_with(p));
-        let private = self.new_dir()?;
+        let private = self.new_dir(plan.runs)?;
+        let stores: Vec<OsString> = names.iter().map(|(name, _)| name.clone()).collect();
         let mut parent = Parent {
             host: host.to_path_buf(),
             private,
             writable,
             live: Vec::new(),
             read_only: Vec::new(),
-            stores: names.iter().map(|(name, _)| name.clone()).collect(),
+            store_targets: crate::store_links::targets(host, &stores),
+            stores,
             copied: HashMap::new(),
             links: HashMap::new(),
             hidden: plan
@@ -185,20 +200,15 @@ impl PrivateParents {
         Ok(())
     }
 
-    /// A new empty directory inside the run's private 0700 directory.
-    fn new_dir(&mut self) -> Result<PathBuf, String> {
+    /// A new empty directory inside the run's private 0700 directory (made in `runs`).
+    fn new_dir(&mut self, runs: &Path) -> Result<PathBuf, String> {
         if self.dir.is_none() {
-            let dir = tempfile::Builder::new()
-                .prefix("airlock-parents-")
-                .permissions(std::fs::Permissions::from_mode(0o700))
-                .tempdir()
-                .map_err(|e| format!("cannot create a private directory: {e}"))?;
-            self.dir = Some(dir);
+            self.dir = Some(crate::run_dirs::RunDir::create(runs, "parents")?);
         }
         let root = self
             .dir
             .as_ref()
-            .map(tempfile::TempDir::path)
+            .map(crate::run_dirs::RunDir::path)
             .ok_or("none")?;
         let path = root.join(self.parents.len().to_string());
         std::fs::DirBuilder::new()
@@ -245,11 +255,11 @@ impl PrivateParents {
         self.parents.iter().any(|p| p.host == dir)
     }
 
-    /// The run's directory holding the private directories (none without one): hidden
-    /// from the command where it could see it (a writable `/tmp`); the jail covers it after
-    /// the private directories are shown.
+    /// The run's directory holding the private directories (none without one): inside
+    /// `AIRLOCK_HOME`, which the jail hides; covered once more after the private
+    /// directories are shown where the caller asks it.
     pub fn root(&self) -> Option<&Path> {
-        self.dir.as_ref().map(tempfile::TempDir::path)
+        self.dir.as_ref().map(crate::run_dirs::RunDir::path)
     }
 
     /// The host directories made private, for the start line.
@@ -278,6 +288,16 @@ impl PrivateParents {
         (!parts.is_empty())
             .then(|| format!("airlock: credential file directories: {}", parts.join("; ")))
     }
+}
+
+/// The most entries [`count_entries`] counts.
+const MAX_COUNTED: usize = 1 << 20;
+
+/// How many entries `dir` holds (at most [`MAX_COUNTED`]); `None` when it cannot be
+/// listed.
+pub(crate) fn count_entries(dir: &Path) -> Option<usize> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    Some(entries.take(MAX_COUNTED).count())
 }
 
 /// Fills the private directory with every host entry except the store names: links
@@ -410,21 +430,32 @@ impl PrivateParents {
     /// The private parent directories of a run's credential files, from the jail's
     /// filesystem plan: store files absent at the start in a private directory are no
     /// longer protected paths of the end check (only the host can create them there now).
-    /// Says the start line on stderr.
+    /// Says on stderr the absent stores' line and the start line. `Err`: a directory holds
+    /// too many entries to be made private (the run must not start: a host program could
+    /// replace a credential file under the command there), or the run's directory cannot
+    /// be made.
     pub fn for_run(
         files: &crate::credential_files::CredentialFiles,
         fs: &mut crate::fs_confine::FsPlan,
-    ) -> PrivateParents {
+    ) -> Result<PrivateParents, String> {
         let stores = store_files(files);
         if stores.is_empty() {
-            return PrivateParents::default();
+            return Ok(PrivateParents::default());
         }
+        if let Some(path) = stores.iter().map(|(path, _)| path).find(|p| dangling(p)) {
+            return Err(dangling_message(path));
+        }
+        let runs = crate::run_dirs::root()?;
         let view = PlanView {
             writable: &fs.confinement.writable,
             protected: &fs.confinement.protected,
             hidden: &fs.hidden,
+            runs: &runs,
         };
         let parents = PrivateParents::prepare(&stores, &view);
+        if let Some((dir, count)) = parents.crowded.first() {
+            return Err(crowded_message(dir, *count));
+        }
         let absent: Vec<PathBuf> = files
             .absent
             .iter()
@@ -432,10 +463,15 @@ impl PrivateParents {
             .filter(|path| parents.holds_store(path))
             .collect();
         fs.end_check.forget(&absent);
+        fs.end_check
+            .skip(std::fs::canonicalize(&runs).unwrap_or_else(|_| runs.clone()));
+        if let Some(line) = files.absent_line(|path| parents.holds_store(path)) {
+            eprintln!("{line}");
+        }
         if let Some(line) = parents.start_line() {
             eprintln!("{line}");
         }
-        parents
+        Ok(parents)
     }
 
     /// The jail's `(copy, destination)` binds of the projected files: none for a file its
@@ -477,6 +513,40 @@ impl PrivateParents {
     }
 }
 
+/// Why a run does not start with `dir` holding `count` entries.
+/// Whether `path` is a symbolic link whose chain does not end in a regular file: the
+/// command could create the file it leads to (in a writable directory the jail shows, or
+/// through the copy-back) and so plant a login the user's next session reads (review 16).
+fn dangling(path: &Path) -> bool {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    is_link && !std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// The refusal of a store file that is a link leading nowhere (exit 125).
+fn dangling_message(path: &Path) -> String {
+    format!(
+        "{} is a symbolic link that does not lead to a file: the command could create the \
+         file it leads to and so choose the login your next session uses (docs/secrets.md, \
+         \"Private parent directories\"): remove the link or make it lead to a file, or turn \
+         its store off in `credentials.files`",
+        path.display()
+    )
+}
+
+fn crowded_message(dir: &Path, count: usize) -> String {
+    let more = if count >= MAX_COUNTED {
+        "more than "
+    } else {
+        ""
+    };
+    format!(
+        "{} holds {more}{count} entries, more than the {MAX_ENTRIES} a credential file's \
+         directory may hold to be made private to the run (docs/secrets.md, \"Private parent \
+         directories\"): remove entries from it, or turn its store off in `credentials.files`",
+        dir.display()
+    )
+}
+
 /// Every store file the run shows, hides or keeps absent: host path and how its private
 /// parent directory shows it.
 fn store_files(files: &crate::credential_files::CredentialFiles) -> Vec<(PathBuf, Shown)> {
@@ -496,11 +566,12 @@ fn store_files(files: &crate::credential_files::CredentialFiles) -> Vec<(PathBuf
 mod tests {
     use super::*;
 
-    fn view<'a>(writable: &'a [PathBuf], hidden: &'a [PathBuf]) -> PlanView<'a> {
+    fn view<'a>(writable: &'a [PathBuf], hidden: &'a [PathBuf], runs: &'a Path) -> PlanView<'a> {
         PlanView {
             writable,
             protected: &[],
             hidden,
+            runs,
         }
     }
 
@@ -518,7 +589,8 @@ mod tests {
         std::fs::write(&copy, "SURROGATE").expect("copy");
         let stores = [(dir.join(".credentials.json"), Shown::Projected(copy))];
         let writable = [dir.clone()];
-        let parents = PrivateParents::prepare(&stores, &view(&writable, &[]));
+        let runs = tempfile::tempdir().expect("runs");
+        let parents = PrivateParents::prepare(&stores, &view(&writable, &[], runs.path()));
         assert!(parents.fallbacks.is_empty(), "{:?}", parents.fallbacks);
         let parent = &parents.parents[0];
         assert!(parent.writable);
@@ -546,7 +618,8 @@ mod tests {
         ];
         std::fs::create_dir(dir.join(".docker")).expect("docker");
         let hidden = [dir.join(".docker")];
-        let parents = PrivateParents::prepare(&stores, &view(&[], &hidden));
+        let runs = tempfile::tempdir().expect("runs");
+        let parents = PrivateParents::prepare(&stores, &view(&[], &hidden, runs.path()));
         assert!(parents.parents.is_empty());
         assert_eq!(parents.fallbacks.len(), 3, "{:?}", parents.fallbacks);
         let line = parents.start_line().expect("line");

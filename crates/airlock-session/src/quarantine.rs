@@ -144,6 +144,13 @@ impl EndCheck {
         self.rules.protected_paths.retain(|p| !paths.contains(p));
     }
 
+    /// Leaves `dir` out of the end walk: airlock's own directories of the run (hidden from
+    /// the command, so nothing in them is the command's), which a writable directory may
+    /// hold (review 16).
+    pub fn skip(&mut self, dir: PathBuf) {
+        self.skips.push(dir);
+    }
+
     /// Whether `path` is the same file it was at the start.
     fn unchanged(&self, path: &Path) -> bool {
         self.known

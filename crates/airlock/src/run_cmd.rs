@@ -409,7 +409,8 @@ fn plan_jail(
     let private = airlock_session::private_parents::PrivateParents::for_run(
         &session.credential_files,
         &mut fs,
-    );
+    )
+    .map_err(RunError::Confine)?;
     let credential_binds = private.binds(&session.credential_files);
     let private_dirs = private.jail_dirs();
     let plan = JailPlan {

@@ -1,4 +1,4 @@
-//! A bounded, stable-toolchain cousin of the `fuzz-load` cargo-fuzz target: arbitrary text
+//! A bounded, stable-toolchain cousin of the `load` cargo-fuzz target (`fuzz/`): arbitrary text
 //! and YAML-shaped token soup into `load_str`, which must never panic and must refuse with
 //! at least one located, one-line error.
 

@@ -15,19 +15,21 @@ use airlock_encoding::Decoder;
 use airlock_encoding::Limits;
 use airlock_policy::{Decision, Reason};
 use http::response::Parts;
-use http::{HeaderMap, Response, StatusCode, header};
+use http::{HeaderMap, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 
 use super::answer::Answered;
 use super::outbound::{self, Outbound, Upgrade};
+use crate::body::UploadBody;
 use crate::body::{ProxyBody, content_decoder};
 use crate::budget::Budget;
 use crate::context::{Admitted, ConnContext};
+use crate::leg::{self, LegError, LegSlot, Legs};
 use crate::mcp::{self, McpGuard};
 use crate::record::{BodyReport, Exchange, Trip};
 use crate::refusal;
 use crate::scrub::scrub_head;
-use crate::upstream::{DialError, UpstreamClient};
+use crate::upstream::{DialError, Upstream as UpstreamSide, UpstreamClient};
 use crate::websocket;
 use airlock_credentials::Scrubber;
 
@@ -48,6 +50,8 @@ pub(super) struct Upstream<'c> {
     pub(super) client: &'c UpstreamClient,
     /// For upgrades: HTTP/1.1 only.
     pub(super) http1_client: &'c UpstreamClient,
+    /// The client connection's own upstream leg (HTTP/1.1 clients), tried before the pool.
+    pub(super) leg: Option<(&'c LegSlot, &'c Arc<Legs>, &'c Arc<UpstreamSide>)>,
     /// What an MCP response filter holds while it reads the answer whole.
     pub(super) budget: &'c Budget,
     /// An upgrade's relay: its idle timeout, and the client connection's permit it holds.
@@ -61,6 +65,7 @@ impl<'c> Upstream<'c> {
         Upstream {
             client: &shared.client,
             http1_client: &shared.http1_client,
+            leg: (context.leg.as_deref()).map(|leg| (leg, &shared.legs, &shared.upstream)),
             budget: &shared.budget,
             relay: (shared.limits.relay_idle_timeout, &context._permit),
         }
@@ -98,12 +103,7 @@ pub(super) async fn send(
         body_report,
         upgrade,
     } = outbound;
-    let client = if upgrade.is_some() {
-        upstream.http1_client
-    } else {
-        upstream.client
-    };
-    let response = match client.request(request).await {
+    let response = match request_upstream(upstream, request, upgrade.is_some()).await {
         Ok(response) => response,
         Err(error) => match body_refusal(body_report.as_deref()) {
             Some((decision, cause)) => {
@@ -130,6 +130,28 @@ pub(super) async fn send(
         exchange,
         body_report,
     })
+}
+
+/// Sends `request` upstream: an upgrade through the HTTP/1.1 pool, any other request
+/// through the client connection's leg when it takes it, else through the pool.
+async fn request_upstream(
+    upstream: &Upstream<'_>,
+    request: Request<UploadBody>,
+    upgrade: bool,
+) -> Result<Response<Incoming>, LegError> {
+    if upgrade {
+        return Ok(upstream.http1_client.request(request).await?);
+    }
+    let request = match upstream.leg {
+        // Boxed: the pool's path (h2 clients) keeps its future as small as before
+        // (docs/benchmarks.md, "The exchange on the client's task").
+        Some((leg, legs, side)) => match Box::pin(leg::send(leg, legs, side, request)).await {
+            Ok(answer) => return answer,
+            Err(request) => request,
+        },
+        None => request,
+    };
+    Ok(upstream.client.request(request).await?)
 }
 
 /// Relays a switched upgrade in the background and answers with the upstream's 101.
@@ -265,11 +287,8 @@ enum Failed {
 
 /// The answer when the upstream could not be used: 403 if the address guard refused it,
 /// 502 otherwise. Either way the exchange's audit line is written.
-fn upstream_failed(
-    mut exchange: Exchange,
-    error: &hyper_util::client::legacy::Error,
-) -> Response<ProxyBody> {
-    match failed(error) {
+fn upstream_failed(mut exchange: Exchange, error: &LegError) -> Response<ProxyBody> {
+    match failed(&**error) {
         Failed::Denied(decision) => {
             let response = refusal::refuse_exchange(&mut exchange, decision);
             drop(exchange);

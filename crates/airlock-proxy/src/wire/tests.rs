@@ -1,4 +1,4 @@
-//! The invariants `fuzz-wire/` checks, on examples and generated inputs.
+//! The invariants the wire targets of `fuzz/` check, on examples and generated inputs.
 
 use std::sync::Arc;
 

@@ -4,7 +4,8 @@
 //! left as it was, but for what the sandbox wrote beside it (copied back at `rm`). A
 //! credential file whose directory cannot be made private is watched: replaced on the
 //! host, it ends the sandbox. An OAuth refresh inside writes the real new tokens back to
-//! the host's file, the sandbox holding surrogates only.
+//! the host's file, the sandbox holding surrogates only. The copy-back at `rm` waits for
+//! the sandbox's processes to be gone and is followed by the end check.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -21,6 +22,26 @@ const NETRC: &str = "REALsandboxNETRCpassword0123456789ab";
 /// The canary: Docker's real password.
 const DOCKER: &str = "dckr_pat_REALsandboxDOCKER0123456789abcd";
 
+/// Writes `home/policy.yaml` turning on `store` with `home` writable (as an agent profile
+/// makes its own directories: under the tests' /tmp, which the jail shows private, only a
+/// writable directory is seen), hands the home to the test user when there is one, and
+/// returns the home's and the policy's paths as text.
+fn policy_for(home: &std::path::Path, store: &str) -> (String, String) {
+    let policy = home.join("policy.yaml");
+    let text = format!(
+        "version: 1\ncredentials:\n  files: [{store}]\nfilesystem:\n  writable: [\"{}\"]\n",
+        home.display()
+    );
+    std::fs::write(&policy, text).expect("policy");
+    if let Some(uid) = crate::support::test_user::uid() {
+        crate::support::test_user::chown_tree(home, uid);
+    }
+    (
+        home.to_string_lossy().into_owned(),
+        policy.to_string_lossy().into_owned(),
+    )
+}
+
 #[test]
 fn a_local_sandbox_shows_netrc_as_a_surrogate_and_sends_the_real_password() {
     if !namespaces_available("a_local_sandbox_shows_netrc_as_a_surrogate") {
@@ -35,20 +56,8 @@ fn a_local_sandbox_shows_netrc_as_a_surrogate_and_sends_the_real_password() {
     std::fs::create_dir_all(&home).expect("home");
     let netrc = format!("machine allowed.test\n  login me\n  password {NETRC}\n");
     std::fs::write(home.join(".netrc"), &netrc).expect("netrc");
-    let policy = home.join("policy.yaml");
-    // The home is writable (as an agent profile makes its own directories): under the
-    // tests' /tmp, which the jail shows private, only a writable directory is seen.
-    let policy_text = format!(
-        "version: 1\ncredentials:\n  files: [netrc]\nfilesystem:\n  writable: [\"{}\"]\n",
-        home.display()
-    );
-    std::fs::write(&policy, policy_text).expect("policy");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&home, uid);
-    }
-    let home_text = home.to_string_lossy().into_owned();
+    let (home_text, policy_text) = policy_for(&home, "netrc");
     let env = [("HOME", home_text.as_str())];
-    let policy_text = policy.to_string_lossy().into_owned();
     let ca = pki.upstream_ca_cert.to_string_lossy().into_owned();
     let allow = format!("allowed.test:{port}");
     let args = [
@@ -132,18 +141,8 @@ fn a_host_rename_over_a_watched_credential_file_kills_the_sandbox() {
     .expect("docker config");
     // `~/.docker` is hidden by the plan: its directory cannot be made private, the
     // projected file is bound over the host's and watched (the fallback).
-    let policy = home.join("policy.yaml");
-    let text = format!(
-        "version: 1\ncredentials:\n  files: [docker]\nfilesystem:\n  writable: [\"{}\"]\n",
-        home.display()
-    );
-    std::fs::write(&policy, text).expect("policy");
-    if let Some(uid) = crate::support::test_user::uid() {
-        crate::support::test_user::chown_tree(&home, uid);
-    }
-    let home_text = home.to_string_lossy().into_owned();
+    let (home_text, policy_text) = policy_for(&home, "docker");
     let env = [("HOME", home_text.as_str())];
-    let policy_text = policy.to_string_lossy().into_owned();
     let created = sandboxes.run_with_env(&["create", "watched", "--policy", &policy_text], &env);
     assert_eq!(status(&created), 0, "create: {}", created.stderr);
     let log = sandboxes.sandbox_dir("watched").join("control/daemon.log");
@@ -247,4 +246,48 @@ fn a_refresh_inside_a_sandbox_writes_the_real_tokens_back() {
         file["claudeAiOauth"]["refreshToken"], new_refresh,
         "kept after rm"
     );
+}
+
+/// A local sandbox's end runs `airlock run`'s end check with its copy-back, once its
+/// processes are confirmed gone: a `.git` pointer file in a new directory of its private
+/// home goes to quarantine, the directory's other files reach the host.
+#[test]
+fn a_local_sandbox_quarantines_a_git_pointer_it_copies_back() {
+    if !namespaces_available("a_local_sandbox_quarantines_a_git_pointer_it_copies_back") {
+        return;
+    }
+    let sandboxes = SandboxHome::new();
+    let home = sandboxes.scratch().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(
+        home.join(".netrc"),
+        format!("machine a.test password {NETRC}\n"),
+    )
+    .expect("netrc");
+    let (home_text, policy_text) = policy_for(&home, "netrc");
+    let env = [("HOME", home_text.as_str())];
+    let created = sandboxes.run_with_env(&["create", "pointer", "--policy", &policy_text], &env);
+    assert_eq!(status(&created), 0, "create: {}", created.stderr);
+    let write = "set -e; mkdir ~/repo; printf 'gitdir: /nowhere/evil\\n' > ~/repo/.git; \
+                 echo work > ~/repo/readme; echo WROTE";
+    let wrote = sandboxes.run_with_env(&["exec", "pointer", "--", "sh", "-c", write], &env);
+    assert_eq!(
+        String::from_utf8_lossy(&wrote.stdout),
+        "WROTE\n",
+        "{}",
+        wrote.stderr
+    );
+    assert!(
+        !home.join("repo").exists(),
+        "the home is private to the sandbox"
+    );
+    sandboxes.must(&["rm", "pointer"]);
+    let readme = std::fs::read_to_string(home.join("repo/readme")).unwrap_or_default();
+    assert_eq!(readme, "work\n", "copied back when the sandbox is removed");
+    assert!(
+        std::fs::symlink_metadata(home.join("repo/.git")).is_err(),
+        "the .git pointer reached the host"
+    );
+    let quarantined = std::fs::read_to_string(home.join("repo/.git.airlock-quarantine"));
+    assert_eq!(quarantined.unwrap_or_default(), "gitdir: /nowhere/evil\n");
 }
