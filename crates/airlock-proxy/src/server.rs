@@ -14,7 +14,7 @@ use airlock_policy::CompiledPolicy;
 use airlock_policy::Reason;
 use arc_swap::ArcSwap;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
@@ -25,12 +25,11 @@ use crate::caller::{ConnCaller, Identify};
 use crate::config::ProxyConfig;
 use crate::context::{Admitted, ConnContext, Shared, client_alpn};
 use crate::forward;
-use crate::head_clock::HeadClock;
 use crate::head_tap::HeadTap;
 use crate::identity::Origin;
-use crate::idle::{self, Activity};
 use crate::record::Line;
 use crate::transparent::{self, Capture, NameLookup};
+use crate::tunnel;
 use crate::upstream::{Upstream, UpstreamSetupError};
 
 /// Why a proxy could not be built.
@@ -221,7 +220,8 @@ impl Proxy {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         if let Some(context) = self.admit(&stream, peer, Some(HeadTap::default())) {
-                            tokio::spawn(serve_client(Arc::new(context), stream));
+                            let context = Arc::new(context);
+                            tokio::spawn(tunnel::serve_http1(context, stream, "client connection"));
                         }
                     }
                     Err(e) => accept_failed(e).await,
@@ -354,29 +354,4 @@ async fn identified(
 async fn accept_failed(error: std::io::Error) {
     tracing::warn!("accept failed: {error}");
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-}
-
-/// Serves one accepted client connection as an HTTP/1 proxy connection.
-async fn serve_client(context: Arc<ConnContext>, stream: TcpStream) {
-    let shared = context.shared.clone();
-    let activity = Activity::new();
-    let tapped = context.head_tap.clone().unwrap_or_default().wrap(stream);
-    let timeout = shared.limits.header_read_timeout;
-    let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
-    let service = idle::service(context.clone(), activity.clone());
-    let connection = shared.http1.serve_connection(io, service).with_upgrades();
-    tokio::pin!(connection);
-    let leg = context.leg.as_deref();
-    let serving = idle::serve_with_leg(
-        connection,
-        |c| c.graceful_shutdown(),
-        &activity,
-        &shared,
-        leg,
-    );
-    let result = serving.await;
-    if let Err(e) = result {
-        tracing::debug!("client connection: {e}");
-        crate::malformed::log_parse_error(&context, &e);
-    }
 }

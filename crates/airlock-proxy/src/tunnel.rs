@@ -344,46 +344,56 @@ async fn serve_http<I>(mut context: ConnContext, io: TokioIo<I>, h2: bool)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let head_tap = (!h2).then(HeadTap::default);
-    context.head_tap = head_tap.clone();
-    context.leg = (!h2).then(Arc::default);
+    if !h2 {
+        context.head_tap = Some(HeadTap::default());
+        context.leg = Some(Arc::default());
+        return serve_http1(Arc::new(context), io.into_inner(), "tunnel connection").await;
+    }
     let context = Arc::new(context);
-    let log_context = context.clone();
     let shared = context.shared.clone();
     let activity = Activity::new();
     let service = idle::service(context, activity.clone());
-    if h2 {
-        let connection = shared.http_any.serve_connection_with_upgrades(io, service);
-        tokio::pin!(connection);
-        let serving = idle::serve(
-            connection,
-            |c| c.graceful_shutdown(),
-            &activity,
-            &shared,
-            None,
-        );
-        if let Err(e) = serving.await {
-            tracing::debug!("tunnel connection: {e}");
-        }
-    } else {
-        let tapped = head_tap.unwrap_or_default().wrap(io.into_inner());
-        let timeout = shared.limits.header_read_timeout;
-        let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
-        let connection = shared.http1.serve_connection(io, service).with_upgrades();
-        tokio::pin!(connection);
-        let leg = log_context.leg.as_deref();
-        let serving = idle::serve_with_leg(
-            connection,
-            |c| c.graceful_shutdown(),
-            &activity,
-            &shared,
-            leg,
-        );
-        let result = serving.await;
-        if let Err(e) = result {
-            tracing::debug!("tunnel connection: {e}");
-            crate::malformed::log_parse_error(&log_context, &e);
-        }
+    let connection = shared.http_any.serve_connection_with_upgrades(io, service);
+    tokio::pin!(connection);
+    let serving = idle::serve(
+        connection,
+        |c| c.graceful_shutdown(),
+        &activity,
+        &shared,
+        None,
+    );
+    if let Err(e) = serving.await {
+        tracing::debug!("tunnel connection: {e}");
+    }
+}
+
+/// Serves HTTP/1.1 on `stream` (a tunnel's, or a client connection to the proxy port):
+/// through the connection's head tap (the CL+TE check) and head deadline, with its
+/// upstream leg driven on this task; a parse error is logged (`what` names the
+/// connection in the debug line).
+pub(crate) async fn serve_http1<S>(context: Arc<ConnContext>, stream: S, what: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = context.shared.clone();
+    let activity = Activity::new();
+    let tapped = context.head_tap.clone().unwrap_or_default().wrap(stream);
+    let timeout = shared.limits.header_read_timeout;
+    let io = TokioIo::new(HeadClock::new(tapped, activity.clone(), timeout));
+    let service = idle::service(context.clone(), activity.clone());
+    let connection = shared.http1.serve_connection(io, service).with_upgrades();
+    tokio::pin!(connection);
+    let leg = context.leg.as_deref();
+    let serving = idle::serve_with_leg(
+        connection,
+        |c| c.graceful_shutdown(),
+        &activity,
+        &shared,
+        leg,
+    );
+    if let Err(e) = serving.await {
+        tracing::debug!("{what}: {e}");
+        crate::malformed::log_parse_error(&context, &e);
     }
 }
 
