@@ -17,10 +17,12 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::{Service, service_fn};
+use tokio::task::unconstrained;
 use tokio::time::Instant;
 
 use crate::body::ProxyBody;
 use crate::context::{ConnContext, Shared, stopping};
+use crate::joint::Joint;
 use crate::leg::{Drive, LegSlot};
 
 /// A boxed answer of [`service`].
@@ -154,7 +156,7 @@ where
 /// same task; once no request has been in flight on it for the idle timeout or the proxy
 /// is stopping, `graceful` shuts it down and it is run to its end.
 pub(crate) async fn serve<C>(
-    mut connection: Pin<&mut C>,
+    connection: Pin<&mut C>,
     graceful: fn(Pin<&mut C>),
     activity: &Activity,
     shared: &Shared,
@@ -165,8 +167,8 @@ where
 {
     let idle = shared.limits.idle_timeout;
     let mut shutdown = shared.shutdown.clone();
-    // Never ends: the leg's response is read before the connection is polled.
-    let mut drive = Drive::of(leg);
+    // The leg's driver never ends; one poll hands requests and responses between the two.
+    let mut joint = Joint::new(Drive::of(leg), connection);
     loop {
         // Re-checked at least once per `idle` while requests are in flight.
         let wake = activity
@@ -174,10 +176,10 @@ where
             .unwrap_or_else(|| Instant::now() + idle);
         tokio::select! {
             biased;
-            () = &mut drive => {}
-            output = connection.as_mut() => return output,
-            () = stopping(&mut shutdown) => break,
-            () = tokio::time::sleep_until(wake) => {
+            output = &mut joint => return output,
+            // Outside the task's budget, which the joint's rounds may have spent.
+            () = unconstrained(stopping(&mut shutdown)) => break,
+            () = unconstrained(tokio::time::sleep_until(wake)) => {
                 if activity.idle_at(idle).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!("closing a client connection idle for {idle:?}");
                     break;
@@ -185,14 +187,8 @@ where
             }
         }
     }
-    graceful(connection.as_mut());
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut drive => {}
-            output = connection.as_mut() => return output,
-        }
-    }
+    graceful(joint.connection());
+    joint.await
 }
 
 /// [`serve`] for an HTTP/1.1 client connection with its leg: once the connection ends,

@@ -7,9 +7,9 @@
 //!
 //! This module owns the legs: [`LegSlot`] (one per HTTP/1.1 client connection: its one
 //! destination's leg), [`Legs`] (proxy-wide: how many legs are open per destination, at
-//! most [`LEGS_PER_DESTINATION`], and one spare per destination, kept by a keeper task
-//! for [`SPARE_IDLE`] when its client connection ends so that the next client
-//! connection to that destination reuses it). A request the leg cannot take (another
+//! most [`LEGS_PER_DESTINATION`], and the spares: an idle leg whose client connection
+//! ended, kept by a keeper task for [`SPARE_IDLE`] so that the next client connection to
+//! that destination reuses it; at most [`SPARES`] in the whole proxy). A request the leg cannot take (another
 //! destination, the bound reached, the leg busy) returns to the caller for the pool.
 
 use std::collections::HashMap;
@@ -31,6 +31,10 @@ use crate::upstream::Upstream;
 /// How many legs may be open to one destination at once; past that, client connections
 /// share the pool's connection (one h2 connection batches many clients' frames).
 pub(crate) const LEGS_PER_DESTINATION: usize = 4;
+/// How many spare legs the whole proxy keeps (each an idle upstream connection); per
+/// destination the spares are also bounded by [`LEGS_PER_DESTINATION`], as every spare is
+/// an open leg. Past it an ended client connection's leg is closed.
+pub(crate) const SPARES: usize = 64;
 /// How long a spare leg is kept for the next client connection to its destination (the
 /// pool's idle timeout).
 pub(crate) const SPARE_IDLE: Duration = Duration::from_secs(60);
@@ -157,7 +161,40 @@ struct Spare {
 #[derive(Default)]
 pub(crate) struct Legs {
     open: Mutex<HashMap<Key, usize>>,
-    spares: Mutex<HashMap<Key, Spare>>,
+    spares: Mutex<Spares>,
+}
+
+/// The spare legs, per destination, and how many in all.
+#[derive(Default)]
+struct Spares {
+    by_key: HashMap<Key, Vec<Spare>>,
+    count: usize,
+}
+
+impl Spares {
+    /// Removes and returns the newest spare to `key`.
+    fn pop(&mut self, key: &Key) -> Option<Spare> {
+        let list = self.by_key.get_mut(key)?;
+        let spare = list.pop();
+        if list.is_empty() {
+            self.by_key.remove(key);
+        }
+        self.count -= usize::from(spare.is_some());
+        spare
+    }
+
+    /// Removes the spare driven through `drive`, if it is still kept.
+    fn remove(&mut self, key: &Key, drive: &Arc<DriveSlot>) {
+        let Some(list) = self.by_key.get_mut(key) else {
+            return;
+        };
+        let before = list.len();
+        list.retain(|spare| !Arc::ptr_eq(&spare.drive, drive));
+        self.count -= before - list.len();
+        if list.is_empty() {
+            self.by_key.remove(key);
+        }
+    }
 }
 
 /// One open leg counted under its destination, until dropped with its connection.
@@ -193,15 +230,22 @@ impl Legs {
         })
     }
 
-    /// The spare leg to `key`, with its connection taken from its keeper.
+    /// A spare leg to `key`, with its connection taken from its keeper (a spare found
+    /// closed is dropped and the next one tried).
     fn take_spare(&self, key: &Key) -> Option<(http1::SendRequest<UploadBody>, Driving)> {
-        let spare = lock(&self.spares).remove(key)?;
-        let conn = spare.drive.take()?;
-        (spare.sender.is_ready()).then_some((spare.sender, conn))
+        loop {
+            let spare = lock(&self.spares).pop(key)?;
+            if let Some(conn) = spare.drive.take()
+                && spare.sender.is_ready()
+            {
+                return Some((spare.sender, conn));
+            }
+        }
     }
 
-    /// When a client connection ends: its leg, if idle, becomes its destination's spare
-    /// (unless there is one), driven by a keeper task for up to [`SPARE_IDLE`].
+    /// When a client connection ends: its leg, if idle, becomes a spare of its
+    /// destination (unless [`SPARES`] are kept), driven by a keeper task for up to
+    /// [`SPARE_IDLE`].
     pub(crate) fn park(self: &Arc<Self>, leg: &LegSlot) {
         let Some(held) = lock(&leg.held).take() else {
             return;
@@ -213,7 +257,7 @@ impl Legs {
         let drive = Arc::new(DriveSlot::default());
         {
             let mut spares = lock(&self.spares);
-            if spares.contains_key(&held.key) {
+            if spares.count >= SPARES {
                 return;
             }
             drive.set(conn);
@@ -221,7 +265,12 @@ impl Legs {
                 sender: held.sender,
                 drive: drive.clone(),
             };
-            spares.insert(held.key.clone(), spare);
+            spares
+                .by_key
+                .entry(held.key.clone())
+                .or_default()
+                .push(spare);
+            spares.count += 1;
         }
         let legs = self.clone();
         tokio::spawn(async move {
@@ -231,13 +280,7 @@ impl Legs {
             };
             let _ = tokio::time::timeout(SPARE_IDLE, keeping).await;
             drop(drive.take());
-            let mut spares = lock(&legs.spares);
-            if spares
-                .get(&held.key)
-                .is_some_and(|spare| Arc::ptr_eq(&spare.drive, &drive))
-            {
-                spares.remove(&held.key);
-            }
+            lock(&legs.spares).remove(&held.key, &drive);
         });
     }
 }

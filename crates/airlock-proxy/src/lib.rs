@@ -27,6 +27,7 @@ mod head_clock;
 mod head_tap;
 pub mod identity;
 mod idle;
+mod joint;
 mod leg;
 mod malformed;
 mod mcp;

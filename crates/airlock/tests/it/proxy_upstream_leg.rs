@@ -1,6 +1,7 @@
 //! The upstream leg of an HTTP/1.1 client connection (docs/benchmarks.md, "The c=1
 //! exchange"): its own HTTP/1.1 upstream connection, driven on its task. Sequential client
-//! connections to one destination reuse one upstream connection (the spare); an upstream
+//! connections to one destination reuse one upstream connection (the spare), concurrent
+//! ones at most the bound of legs and the pool's connection; an upstream
 //! that closes the leg is dialled again; a body cut short upstream reaches the client cut
 //! short, with its audit line; h2 clients keep the pooled client, h2 upstream included.
 
@@ -55,6 +56,37 @@ fn sequential_client_connections_share_one_upstream_connection() {
         "each client connection's leg was handed to the next"
     );
     proxy.audit(3);
+}
+
+/// Eight clients at once, each opening a new client connection per request (the
+/// harness's S2c8): the ended connections' legs are kept as spares and taken by the next
+/// ones, so the upstream sees the bound of legs (4) and the pool's connection, not a new
+/// connection per client connection.
+#[test]
+fn concurrent_client_connections_reuse_the_bounded_legs() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 6;
+    let pki = TestPki::new();
+    let upstream = Upstream::tls(&pki);
+    let proxy = proxy_for(&pki, upstream.port());
+    let url = format!("https://localhost:{}/echo/many", upstream.port());
+    std::thread::scope(|scope| {
+        for _ in 0..CLIENTS {
+            scope.spawn(|| {
+                for _ in 0..EACH {
+                    echo_version(&proxy, &pki, &url, HttpVersion::Http1);
+                }
+            });
+        }
+    });
+    assert_eq!(upstream.hit_count(), CLIENTS * EACH);
+    let connections = upstream.connections();
+    assert!(
+        connections <= 4 + 2,
+        "{connections} upstream connections for {} client connections: legs were not kept",
+        CLIENTS * EACH
+    );
+    proxy.audit(CLIENTS * EACH);
 }
 
 #[test]
