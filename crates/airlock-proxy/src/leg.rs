@@ -231,27 +231,29 @@ impl Legs {
     }
 
     /// A spare leg to `key`, with its connection taken from its keeper (a spare found
-    /// closed is dropped and the next one tried).
+    /// closed is dropped and the next one tried). A spare still finishing its last
+    /// exchange is taken too: until it is ready, [`send`] hands requests to the pool.
     fn take_spare(&self, key: &Key) -> Option<(http1::SendRequest<UploadBody>, Driving)> {
         loop {
             let spare = lock(&self.spares).pop(key)?;
             if let Some(conn) = spare.drive.take()
-                && spare.sender.is_ready()
+                && !spare.sender.is_closed()
             {
                 return Some((spare.sender, conn));
             }
         }
     }
 
-    /// When a client connection ends: its leg, if idle, becomes a spare of its
-    /// destination (unless [`SPARES`] are kept), driven by a keeper task for up to
+    /// When a client connection ends: its leg, unless closed, becomes a spare of its
+    /// destination (one still reading the end of its last response, as when the client
+    /// closed as soon as it had the whole body, is ready moments later) (unless [`SPARES`] are kept), driven by a keeper task for up to
     /// [`SPARE_IDLE`].
     pub(crate) fn park(self: &Arc<Self>, leg: &LegSlot) {
         let Some(held) = lock(&leg.held).take() else {
             return;
         };
         let conn = leg.drive.take();
-        let (Some(conn), true) = (conn, held.sender.is_ready()) else {
+        let (Some(conn), false) = (conn, held.sender.is_closed()) else {
             return;
         };
         let drive = Arc::new(DriveSlot::default());
