@@ -9,8 +9,9 @@
 //! destination's leg), [`Legs`] (proxy-wide: how many legs are open per destination, at
 //! most [`LEGS_PER_DESTINATION`], and the spares: an idle leg whose client connection
 //! ended, kept by a keeper task for [`SPARE_IDLE`] so that the next client connection to
-//! that destination reuses it; at most [`SPARES`] in the whole proxy). A request the leg cannot take (another
-//! destination, the bound reached, the leg busy) returns to the caller for the pool.
+//! that destination reuses it; at most [`SPARES`] in the whole proxy). A request the leg
+//! cannot take (another destination, the bound reached, the leg busy) returns to the
+//! caller for the pool.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
