@@ -7,26 +7,14 @@
 #
 #   bench/c1.sh BIN [REQUESTS=3000] [THREADS=2]
 #
-# Needs nginx (nginx-light), perf, openssl and python3; uses the harness's PKI script
-# (../shared/bench/lib/certs.sh, or $BENCH_CERTS). Leaves nginx running for the next run
-# (`kill $(cat target/bench/c1/nginx.pid)` stops it).
+# Needs nginx (nginx-light), perf, openssl and python3; the upstream and its PKI come from
+# bench/nginx.sh. Leaves nginx running for the next run (`kill $(cat
+# target/bench/c1/nginx.pid)` stops it).
 set -euo pipefail
 bin=$1 n=${2:-3000} threads=${3:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 d=${BENCH_STATE:-$PWD/target/bench}/c1
-mkdir -p "$d"
-pki=$(bash "${BENCH_CERTS:-$here/../../shared/bench/lib/certs.sh}" "$d/pki" | tail -1)
-if [[ ! -s $d/nginx.pid ]] || ! kill -0 "$(cat "$d/nginx.pid")" 2>/dev/null; then
-  cat > "$d/nginx.conf" <<NGINX
-worker_processes 1; pid $d/nginx.pid; error_log $d/error.log; daemon on;
-events { worker_connections 1024; }
-http { access_log off;
-  server { listen 127.0.0.1:18443 ssl http2; ssl_certificate $pki/upstream.crt;
-    ssl_certificate_key $pki/upstream.key; keepalive_requests 100000;
-    location / { return 200 "tiny"; } } }
-NGINX
-  nginx -c "$d/nginx.conf"
-fi
+pki=$("$here/nginx.sh" "$d")
 "$bin" proxy --listen 127.0.0.1:18080 --threads "$threads" --ca-cert "$pki/proxy-ca.crt" \
   --ca-key "$pki/proxy-ca.key" --upstream-ca "$pki/upstream-ca.crt" --allow "localhost:18443/" \
   --resolve localhost:127.0.0.1 >"$d/proxy.log" 2>&1 &

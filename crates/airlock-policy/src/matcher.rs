@@ -61,10 +61,10 @@ use std::sync::Arc;
 
 use globset::{Candidate, GlobSet};
 
-use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
+use crate::canonical::{CanonicalRequest, Host, PathUnsafe, canonical_host};
 use crate::decision::{Decision, Reason};
 use crate::mcp_path;
-use crate::model::{McpRule, Policy, Rule, Secret};
+use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
 use crate::net;
 use crate::programs::Caller;
 use crate::route::{CompiledRoutes, Outcome, RouteError, Routed, is_route_host};
@@ -475,6 +475,28 @@ impl CompiledPolicy {
         self.passthrough_index
             .for_each(host, Embedded::Mapped, |_| found = true);
         found
+    }
+
+    /// Up to `limit` host names that allow rules name exactly, in rule order and each
+    /// once, leaving out `tls_passthrough` hosts: the names whose interception leaves are
+    /// worth minting before a first handshake asks for one.
+    pub fn named_hosts(&self, limit: usize) -> Vec<Host> {
+        let mut hosts: Vec<Host> = Vec::new();
+        for rule in &self.policy.network.allow {
+            if hosts.len() >= limit {
+                break;
+            }
+            let Target::Host(HostPattern::Exact(name)) = &rule.target else {
+                continue;
+            };
+            let Ok(host) = canonical_host(name) else {
+                continue;
+            };
+            if !self.is_passthrough(&host) && !hosts.contains(&host) {
+                hosts.push(host);
+            }
+        }
+        hosts
     }
 
     /// The secrets whose `hosts` match `host`, in policy order, each once.

@@ -47,6 +47,11 @@ pub const KEY_FILE: &str = "ca-key.pem";
 /// How many leaf certificates are kept; beyond that the least recently used is evicted.
 pub const LEAF_CACHE_CAPACITY: usize = 4096;
 
+/// How many leaves [`CertificateAuthority::premint`] makes at most: each costs a signature
+/// by the CA key (about ten million instructions with an RSA-2048 CA), taken while the
+/// first requests may already need the CPU.
+pub const PREMINT_LEAVES: usize = 8;
+
 /// Leaves are valid from this long before they are minted (clock skew).
 const LEAF_BACKDATE: Duration = Duration::from_secs(60 * 60);
 /// Leaves are valid this long after they are minted.
@@ -208,13 +213,14 @@ impl CertificateAuthority {
         let cert_pem = first_certificate_block(cert_pem)
             .ok_or_else(|| CaError::InvalidCertificate("no CERTIFICATE block".to_owned()))?;
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        match CertifiedKey::from_der(vec![cert_der.clone()], key_der.clone_key(), &provider) {
-            Ok(_) => {}
-            Err(rustls::Error::InconsistentKeys(_)) => return Err(CaError::KeyMismatch),
-            Err(err) => return Err(CaError::InvalidKey(err.to_string())),
-        }
-        let key =
-            KeyPair::try_from(&key_der).map_err(|err| CaError::InvalidKey(err.to_string()))?;
+        let checked =
+            match CertifiedKey::from_der(vec![cert_der.clone()], key_der.clone_key(), &provider) {
+                Ok(checked) => checked,
+                Err(rustls::Error::InconsistentKeys(_)) => return Err(CaError::KeyMismatch),
+                Err(err) => return Err(CaError::InvalidKey(err.to_string())),
+            };
+        let key = issuing_key(&key_der, checked.key.algorithm())
+            .map_err(|err| CaError::InvalidKey(err.to_string()))?;
         let issuer = Issuer::from_ca_cert_der(&cert_der, key)
             .map_err(|err| CaError::InvalidCertificate(err.to_string()))?;
         let tls_template = ServerConfig::builder_with_provider(provider)
@@ -314,6 +320,31 @@ impl CertificateAuthority {
         // Mint outside the lock: signing takes about a millisecond.
         let minted = self.mint_leaf(host, now)?;
         Ok(self.cache().insert(host.clone(), minted, now))
+    }
+
+    /// Mints the leaves of `hosts` (the first [`PREMINT_LEAVES`]) on a thread of its own and
+    /// returns at once, so that a first handshake with one of them finds its leaf made:
+    /// with an RSA CA, the leaf's signature is most of a first handshake's CPU
+    /// (docs/benchmarks.md, "Start-up, phase by phase"). A leaf that cannot be minted is
+    /// left out; the handshake that needs it meets the error again and is aborted.
+    pub fn premint(self: &Arc<Self>, mut hosts: Vec<Host>) {
+        hosts.truncate(PREMINT_LEAVES);
+        if hosts.is_empty() {
+            return;
+        }
+        let ca = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("airlock-leaves".into())
+            .spawn(move || {
+                for host in hosts {
+                    if let Err(error) = ca.leaf_for(&host) {
+                        tracing::debug!("cannot mint the leaf of {host} ahead of time: {error}");
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::debug!("cannot start the leaf-minting thread: {error}");
+        }
     }
 
     /// How many leaf certificates are cached (a metrics gauge).
@@ -500,6 +531,33 @@ fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), CaErr
         let _ = fs::remove_file(&temp_path);
     }
     result.map_err(write_error)
+}
+
+/// The CA key as rcgen's signer, parsed once: the algorithm is the one rustls found in it
+/// (rcgen's own guess parses an RSA key five times over, each time with aws-lc's full key
+/// check: most of the instructions before `listen`, docs/benchmarks.md, "Start-up, phase
+/// by phase"). The candidates and their order are the guess's own, so the result is
+/// the same; a type rustls does not name falls back to the guess.
+fn issuing_key(
+    key_der: &PrivateKeyDer<'_>,
+    algorithm: rustls::SignatureAlgorithm,
+) -> Result<KeyPair, rcgen::Error> {
+    let candidates: &[&'static rcgen::SignatureAlgorithm] = match algorithm {
+        rustls::SignatureAlgorithm::RSA => &[&rcgen::PKCS_RSA_SHA256],
+        rustls::SignatureAlgorithm::ECDSA => &[
+            &PKCS_ECDSA_P256_SHA256,
+            &rcgen::PKCS_ECDSA_P384_SHA384,
+            &rcgen::PKCS_ECDSA_P521_SHA512,
+        ],
+        rustls::SignatureAlgorithm::ED25519 => &[&rcgen::PKCS_ED25519],
+        _ => &[],
+    };
+    for candidate in candidates {
+        if let Ok(key) = KeyPair::from_der_and_sign_algo(key_der, candidate) {
+            return Ok(key);
+        }
+    }
+    KeyPair::try_from(key_der)
 }
 
 /// The first `CERTIFICATE` block of `pem` (the one [`CertificateDer::from_pem_slice`] reads).

@@ -106,6 +106,8 @@ impl Proxy {
         // Seeds aws-lc and makes the run's leaf key off the request path, unless the
         // session's preparation already started it (ca::prepare_leaf_key).
         crate::ca::prepare_leaf_key();
+        // And the leaves of the hosts the policy names, off the first handshake's path.
+        ca.premint(policy.load().named_hosts(crate::ca::PREMINT_LEAVES));
         let intercept_tls = ca.server_config(client_alpn());
 
         // The head deadline is the clock's (head_clock.rs); hyper's timer is a backstop.

@@ -363,3 +363,69 @@ fn key_readable_by_others_is_refused() {
     fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
     CertificateAuthority::load_dir(home.path()).expect("accepted at 0600");
 }
+
+/// A CA whose key is of `alg`, as PEM texts.
+fn ca_pem(alg: &'static rcgen::SignatureAlgorithm) -> (String, String) {
+    let key = if alg == &rcgen::PKCS_RSA_SHA256 {
+        KeyPair::generate_rsa_for(alg, rcgen::RsaKeySize::_2048).expect("rsa key")
+    } else {
+        KeyPair::generate_for(alg).expect("key")
+    };
+    let mut params = CertificateParams::default();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let cert = params.self_signed(&key).expect("self-signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn the_issuing_key_is_the_one_rcgen_would_guess_for_every_key_type() {
+    for alg in [
+        &rcgen::PKCS_RSA_SHA256,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        &rcgen::PKCS_ECDSA_P384_SHA384,
+        &rcgen::PKCS_ECDSA_P521_SHA512,
+        &rcgen::PKCS_ED25519,
+    ] {
+        let (cert_pem, key_pem) = ca_pem(alg);
+        let der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key der");
+        let signing = rustls::crypto::aws_lc_rs::default_provider()
+            .key_provider
+            .load_private_key(der.clone_key())
+            .expect("rustls loads it");
+        let chosen = super::issuing_key(&der, signing.algorithm()).expect("issuing key");
+        let guessed = KeyPair::try_from(&der).expect("rcgen's guess");
+        assert_eq!(chosen.algorithm(), guessed.algorithm(), "{alg:?}");
+        assert_eq!(chosen.public_key_raw(), guessed.public_key_raw(), "{alg:?}");
+        let ca = CertificateAuthority::from_pem(&cert_pem, &key_pem).expect("load");
+        let leaf = ca.leaf_for(&name("pypi.org")).expect("leaf");
+        verify_leaf(&ca, &leaf, "pypi.org").unwrap_or_else(|e| panic!("{alg:?}: {e}"));
+    }
+}
+
+#[test]
+fn premint_makes_the_first_leaves_in_the_background() {
+    let (ca, _) = CertificateAuthority::generate().expect("generate");
+    let ca = Arc::new(ca);
+    let hosts: Vec<Host> = (0..PREMINT_LEAVES + 3)
+        .map(|i| name(&format!("h{i}.example")))
+        .collect();
+    ca.premint(hosts);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ca.cached_leaves() < PREMINT_LEAVES && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(
+        ca.cached_leaves(),
+        PREMINT_LEAVES,
+        "the first hosts, no more"
+    );
+    // The premade leaf is the one a handshake gets, and it verifies.
+    let leaf = ca.leaf_for(&name("h0.example")).expect("leaf");
+    assert!(Arc::ptr_eq(
+        &leaf,
+        &ca.leaf_for(&name("h0.example")).expect("leaf")
+    ));
+    verify_leaf(&ca, &leaf, "h0.example").expect("verifies");
+    assert_eq!(ca.cached_leaves(), PREMINT_LEAVES);
+}

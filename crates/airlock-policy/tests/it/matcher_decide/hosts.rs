@@ -225,3 +225,37 @@ fn host_regex_matches_names_fully_case_insensitively_and_never_addresses() {
         Err(CompileError::Regex { .. })
     ));
 }
+
+#[test]
+fn named_hosts_are_the_exact_allowed_names_once_in_order_and_bounded() {
+    let mut named = network(
+        vec![
+            rule("network.allow[0]", host("b.example")),
+            rule("network.allow[1]", host("*.example")),
+            rule("network.allow[2]", host("10.0.0.1")),
+            rule("network.allow[3]", host("a.example")),
+            rule("network.allow[4]", host("b.example")),
+            rule("network.allow[5]", host("*")),
+            rule("network.allow[6]", host("pass.example")),
+            rule("network.allow[7]", host("c.example")),
+        ],
+        vec![rule("network.deny[0]", host("d.example"))],
+    );
+    named
+        .network
+        .tls_passthrough
+        .push(super::pattern("pass.example"));
+    let compiled = super::compile(named);
+    let name = |n: &str| Host::Name(n.to_owned());
+    // Wildcards, IP literals, `*`, passthrough hosts and deny rules name no leaf to make.
+    assert_eq!(
+        compiled.named_hosts(8),
+        [name("b.example"), name("a.example"), name("c.example")]
+    );
+    assert_eq!(
+        compiled.named_hosts(2),
+        [name("b.example"), name("a.example")]
+    );
+    assert!(compiled.named_hosts(0).is_empty());
+    assert!(policy(Vec::new(), Vec::new()).named_hosts(8).is_empty());
+}
