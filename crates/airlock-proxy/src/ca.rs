@@ -19,6 +19,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use airlock_policy::canonical::{Host, canonical_host};
@@ -327,10 +328,11 @@ impl CertificateAuthority {
     /// with an RSA CA, the leaf's signature is most of a first handshake's CPU
     /// (docs/benchmarks.md, "Start-up, phase by phase"). A leaf that cannot be minted is
     /// left out; the handshake that needs it meets the error again and is aborted.
-    pub fn premint(self: &Arc<Self>, mut hosts: Vec<Host>) {
+    /// Returns the thread's handle (callers may drop it; it ends by itself).
+    pub fn premint(self: &Arc<Self>, mut hosts: Vec<Host>) -> Option<JoinHandle<()>> {
         hosts.truncate(PREMINT_LEAVES);
         if hosts.is_empty() {
-            return;
+            return None;
         }
         let ca = Arc::clone(self);
         let spawned = std::thread::Builder::new()
@@ -342,9 +344,9 @@ impl CertificateAuthority {
                     }
                 }
             });
-        if let Err(error) = spawned {
-            tracing::debug!("cannot start the leaf-minting thread: {error}");
-        }
+        spawned
+            .map_err(|error| tracing::debug!("cannot start the leaf-minting thread: {error}"))
+            .ok()
     }
 
     /// How many leaf certificates are cached (a metrics gauge).
@@ -552,12 +554,17 @@ fn issuing_key(
         rustls::SignatureAlgorithm::ED25519 => &[&rcgen::PKCS_ED25519],
         _ => &[],
     };
+    let mut first_error = None;
     for candidate in candidates {
-        if let Ok(key) = KeyPair::from_der_and_sign_algo(key_der, candidate) {
-            return Ok(key);
+        match KeyPair::from_der_and_sign_algo(key_der, candidate) {
+            Ok(key) => return Ok(key),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
         }
     }
-    KeyPair::try_from(key_der)
+    // The guess's own refusal is generic: aws-lc's reason for the type rustls found says more.
+    KeyPair::try_from(key_der).map_err(|error| first_error.unwrap_or(error))
 }
 
 /// The first `CERTIFICATE` block of `pem` (the one [`CertificateDer::from_pem_slice`] reads).

@@ -107,7 +107,7 @@ impl Proxy {
         // session's preparation already started it (ca::prepare_leaf_key).
         crate::ca::prepare_leaf_key();
         // And the leaves of the hosts the policy names, off the first handshake's path.
-        ca.premint(policy.load().named_hosts(crate::ca::PREMINT_LEAVES));
+        let _detached = ca.premint(policy.load().named_hosts(crate::ca::PREMINT_LEAVES));
         let intercept_tls = ca.server_config(client_alpn());
 
         // The head deadline is the clock's (head_clock.rs); hyper's timer is a backstop.

@@ -388,44 +388,100 @@ fn the_issuing_key_is_the_one_rcgen_would_guess_for_every_key_type() {
         &rcgen::PKCS_ED25519,
     ] {
         let (cert_pem, key_pem) = ca_pem(alg);
-        let der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key der");
-        let signing = rustls::crypto::aws_lc_rs::default_provider()
-            .key_provider
-            .load_private_key(der.clone_key())
-            .expect("rustls loads it");
-        let chosen = super::issuing_key(&der, signing.algorithm()).expect("issuing key");
-        let guessed = KeyPair::try_from(&der).expect("rcgen's guess");
-        assert_eq!(chosen.algorithm(), guessed.algorithm(), "{alg:?}");
-        assert_eq!(chosen.public_key_raw(), guessed.public_key_raw(), "{alg:?}");
-        let ca = CertificateAuthority::from_pem(&cert_pem, &key_pem).expect("load");
-        let leaf = ca.leaf_for(&name("pypi.org")).expect("leaf");
-        verify_leaf(&ca, &leaf, "pypi.org").unwrap_or_else(|e| panic!("{alg:?}: {e}"));
+        assert_issuing_key_is_the_guess(&format!("{alg:?}"), &cert_pem, &key_pem);
     }
 }
 
+/// The key `issuing_key` gives for `key_pem` is rcgen's own guess (algorithm and public
+/// key), and the CA loaded from the pair signs leaves that verify.
+fn assert_issuing_key_is_the_guess(label: &str, cert_pem: &str, key_pem: &str) {
+    let der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key der");
+    let signing = rustls::crypto::aws_lc_rs::default_provider()
+        .key_provider
+        .load_private_key(der.clone_key())
+        .expect("rustls loads it");
+    let chosen = super::issuing_key(&der, signing.algorithm()).expect("issuing key");
+    let guessed = KeyPair::try_from(&der).expect("rcgen's guess");
+    assert_eq!(chosen.algorithm(), guessed.algorithm(), "{label}");
+    assert_eq!(chosen.public_key_raw(), guessed.public_key_raw(), "{label}");
+    let ca = CertificateAuthority::from_pem(cert_pem, key_pem).expect("load");
+    let leaf = ca.leaf_for(&name("pypi.org")).expect("leaf");
+    verify_leaf(&ca, &leaf, "pypi.org").unwrap_or_else(|e| panic!("{label}: {e}"));
+}
+
 #[test]
-fn premint_makes_the_first_leaves_in_the_background() {
+fn premint_makes_the_first_leaves_and_no_more() {
     let (ca, _) = CertificateAuthority::generate().expect("generate");
     let ca = Arc::new(ca);
     let hosts: Vec<Host> = (0..PREMINT_LEAVES + 3)
         .map(|i| name(&format!("h{i}.example")))
         .collect();
-    ca.premint(hosts);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while ca.cached_leaves() < PREMINT_LEAVES && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    ca.premint(hosts.clone())
+        .expect("a thread")
+        .join()
+        .expect("minting ends");
+    let now = unix_now();
+    for (i, host) in hosts.iter().enumerate() {
+        let cached = ca.cache().get(host, now).is_some();
+        assert_eq!(cached, i < PREMINT_LEAVES, "{host}");
     }
-    assert_eq!(
-        ca.cached_leaves(),
-        PREMINT_LEAVES,
-        "the first hosts, no more"
-    );
     // The premade leaf is the one a handshake gets, and it verifies.
-    let leaf = ca.leaf_for(&name("h0.example")).expect("leaf");
+    let leaf = ca.leaf_for(&hosts[0]).expect("leaf");
     assert!(Arc::ptr_eq(
         &leaf,
-        &ca.leaf_for(&name("h0.example")).expect("leaf")
+        &ca.cache().get(&hosts[0], now).expect("cached")
     ));
     verify_leaf(&ca, &leaf, "h0.example").expect("verifies");
     assert_eq!(ca.cached_leaves(), PREMINT_LEAVES);
+    assert!(
+        ca.premint(Vec::new()).is_none(),
+        "nothing to mint, no thread"
+    );
+}
+
+/// The encodings older tools write (`openssl genrsa -traditional`, `openssl ecparam`):
+/// fixtures/README.md.
+const OPENSSL_CAS: [(&str, &str, &str); 3] = [
+    (
+        "rsa-pkcs1",
+        include_str!("fixtures/rsa-pkcs1.crt"),
+        include_str!("fixtures/rsa-pkcs1.key"),
+    ),
+    (
+        "p256-sec1",
+        include_str!("fixtures/p256-sec1.crt"),
+        include_str!("fixtures/p256-sec1.key"),
+    ),
+    (
+        "p384-sec1",
+        include_str!("fixtures/p384-sec1.crt"),
+        include_str!("fixtures/p384-sec1.key"),
+    ),
+];
+
+#[test]
+fn pkcs1_and_sec1_ca_keys_get_the_key_rcgen_would_guess() {
+    for (label, cert_pem, key_pem) in OPENSSL_CAS {
+        let der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key der");
+        assert!(!matches!(der, PrivateKeyDer::Pkcs8(_)), "{label}");
+        assert_issuing_key_is_the_guess(label, cert_pem, key_pem);
+    }
+}
+
+#[test]
+fn a_type_rustls_names_wrongly_or_not_at_all_falls_back_to_the_guess() {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("key");
+    let der = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("der");
+    for algorithm in [
+        rustls::SignatureAlgorithm::RSA,
+        rustls::SignatureAlgorithm::ECDSA,
+        rustls::SignatureAlgorithm::Unknown(0xff),
+    ] {
+        let chosen = super::issuing_key(&der, algorithm).expect("the guess finds it");
+        assert_eq!(chosen.algorithm(), &rcgen::PKCS_ED25519, "{algorithm:?}");
+    }
+    // A key no candidate and no guess can read is refused.
+    let garbage = PrivateKeyDer::Pkcs8(vec![0x30, 0x03, 0x02, 0x01, 0x00].into());
+    assert!(super::issuing_key(&garbage, rustls::SignatureAlgorithm::RSA).is_err());
+    assert!(super::issuing_key(&garbage, rustls::SignatureAlgorithm::Unknown(0)).is_err());
 }

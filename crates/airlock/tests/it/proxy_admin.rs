@@ -728,3 +728,29 @@ fn admin_socket_path_holding_a_file_is_refused_and_kept() {
         .collect();
     assert!(leftovers.is_empty(), "staging directory left behind");
 }
+
+/// The leaves of the hosts the allow rules name exactly (not a wildcard, not a
+/// `tls_passthrough` host) are minted as the proxy starts, before any client connects
+/// (docs/benchmarks.md, "Start-up, phase by phase"): the certificate cache gauge shows them.
+#[test]
+fn the_named_hosts_leaves_are_made_before_any_request() {
+    let pki = TestPki::new();
+    let builder = ProxyBuilder::new(&pki);
+    let target = unix_admin(builder.dir());
+    let proxy = builder
+        .policy(
+            "version: 1\nnetwork:\n  allow:\n    - host: a.example\n    - host: \"*.wild.example\"\n    - host: b.example\n    - host: pass.example\n    - host: a.example\n      paths: [\"/x\"]\n  tls_passthrough: [pass.example]\n",
+        )
+        .arg("--admin")
+        .arg(&target)
+        .start();
+    let cached = || {
+        let (status, metrics) = admin(&target, "GET", "/metrics", &[], None);
+        assert_eq!(status, 200, "{metrics}");
+        let parsed = prometheus::parse(&metrics).unwrap_or_else(|e| panic!("{e}\n{metrics}"));
+        parsed.value("airlock_certificate_cache_size", &[])
+    };
+    wait_for(|| cached() == Some(2.0), "two leaves", &proxy.stderr());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cached(), Some(2.0), "a.example and b.example only");
+}
