@@ -156,7 +156,7 @@ where
 /// same task; once no request has been in flight on it for the idle timeout or the proxy
 /// is stopping, `graceful` shuts it down and it is run to its end.
 pub(crate) async fn serve<C>(
-    connection: Pin<&mut C>,
+    mut connection: Pin<&mut C>,
     graceful: fn(Pin<&mut C>),
     activity: &Activity,
     shared: &Shared,
@@ -165,10 +165,33 @@ pub(crate) async fn serve<C>(
 where
     C: Future,
 {
-    let idle = shared.limits.idle_timeout;
-    let mut shutdown = shared.shutdown.clone();
+    // Without a leg (h2 clients) the connection is polled directly: the joint's wakers
+    // pay only where two parts hand work to each other (docs/benchmarks.md, "h2
+    // instructions per request, before item 1 and now").
+    let Some(leg) = leg else {
+        if let Some(output) = until_idle(&mut connection, activity, shared).await {
+            return output;
+        }
+        graceful(connection.as_mut());
+        return connection.await;
+    };
     // The leg's driver never ends; one poll hands requests and responses between the two.
     let mut joint = Joint::new(Drive::of(leg), connection);
+    if let Some(output) = until_idle(&mut joint, activity, shared).await {
+        return output;
+    }
+    graceful(joint.connection());
+    joint.await
+}
+
+/// Polls `serving` until it ends (its output) or, first, until no request has been in
+/// flight on the connection for the idle timeout or the proxy is stopping (`None`).
+async fn until_idle<F>(serving: &mut F, activity: &Activity, shared: &Shared) -> Option<F::Output>
+where
+    F: Future + Unpin,
+{
+    let idle = shared.limits.idle_timeout;
+    let mut shutdown = shared.shutdown.clone();
     loop {
         // Re-checked at least once per `idle` while requests are in flight.
         let wake = activity
@@ -176,19 +199,17 @@ where
             .unwrap_or_else(|| Instant::now() + idle);
         tokio::select! {
             biased;
-            output = &mut joint => return output,
+            output = &mut *serving => return Some(output),
             // Outside the task's budget, which the joint's rounds may have spent.
-            () = unconstrained(stopping(&mut shutdown)) => break,
+            () = unconstrained(stopping(&mut shutdown)) => return None,
             () = unconstrained(tokio::time::sleep_until(wake)) => {
                 if activity.idle_at(idle).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!("closing a client connection idle for {idle:?}");
-                    break;
+                    return None;
                 }
             }
         }
     }
-    graceful(joint.connection());
-    joint.await
 }
 
 /// [`serve`] for an HTTP/1.1 client connection with its leg: once the connection ends,

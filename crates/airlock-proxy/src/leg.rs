@@ -98,15 +98,15 @@ impl DriveSlot {
 /// Polls the connection in a slot on the task that polls it: a client connection's (never
 /// ends), or a spare's keeper (ends once the connection is taken or over).
 pub(crate) struct Drive {
-    slot: Option<Arc<DriveSlot>>,
+    slot: Arc<DriveSlot>,
     ends_empty: bool,
 }
 
 impl Drive {
-    /// The driver of a client connection's leg (`None`: no leg; pending for ever).
-    pub(crate) fn of(leg: Option<&LegSlot>) -> Drive {
+    /// The driver of a client connection's leg.
+    pub(crate) fn of(leg: &LegSlot) -> Drive {
         Drive {
-            slot: leg.map(|leg| leg.drive.clone()),
+            slot: leg.drive.clone(),
             ends_empty: false,
         }
     }
@@ -116,9 +116,7 @@ impl Future for Drive {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(slot) = &self.slot else {
-            return Poll::Pending;
-        };
+        let slot = &self.slot;
         let mut state = lock(&slot.state);
         if let Some(conn) = state.conn.as_mut()
             && conn.as_mut().poll(cx).is_ready()
@@ -278,7 +276,7 @@ impl Legs {
         let legs = self.clone();
         tokio::spawn(async move {
             let keeping = Drive {
-                slot: Some(drive.clone()),
+                slot: drive.clone(),
                 ends_empty: true,
             };
             let _ = tokio::time::timeout(SPARE_IDLE, keeping).await;
