@@ -60,23 +60,32 @@ fn one_worker_thread_serves() {
 
 /// `--threads N` is the runtime's worker count: eight workers show as at least eight tokio
 /// threads, one worker as fewer (tokio's few blocking-pool threads share the name). Either
-/// assertion fails if the flag is ignored, whatever the machine's default.
+/// assertion fails if the flag is ignored, whatever the machine's default. A new thread
+/// takes its name itself, once it runs, so the count is read until it reaches eight (at
+/// most 10 s), and never before a 300 ms pause.
 #[test]
 fn threads_sets_the_runtime_workers() {
     let pki = TestPki::new();
-    let count_with = |threads: &str| {
+    let count_with = |threads: &str, enough: usize| {
         let mut proxy = ProxyBuilder::new(&pki)
             .arg("--threads")
             .arg(threads)
             .allow("localhost:443")
             .start();
-        let count = tokio_threads(proxy.pid());
+        // Settles for at least 300 ms; reads on while fewer than `enough` show.
+        let settled = Instant::now() + Duration::from_millis(300);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut count = tokio_threads(proxy.pid());
+        while (count < enough || Instant::now() < settled) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            count = tokio_threads(proxy.pid());
+        }
         proxy.terminate(PROMPT);
         count
     };
-    let eight = count_with("8");
+    let eight = count_with("8", 8);
     assert!(eight >= 8, "--threads 8: {eight} tokio threads");
-    let one = count_with("1");
+    let one = count_with("1", 0);
     assert!(one < 8, "--threads 1: {one} tokio threads");
 }
 
