@@ -61,7 +61,7 @@ use std::sync::Arc;
 
 use globset::{Candidate, GlobSet};
 
-use crate::canonical::{CanonicalRequest, Host, PathUnsafe, canonical_host};
+use crate::canonical::{CanonicalRequest, Host, PathUnsafe};
 use crate::decision::{Decision, Reason};
 use crate::mcp_path;
 use crate::model::{HostPattern, McpRule, Policy, Rule, Secret, Target};
@@ -486,12 +486,11 @@ impl CompiledPolicy {
             if hosts.len() >= limit {
                 break;
             }
+            // Already canonical: the loader made it from `canonical_host`.
             let Target::Host(HostPattern::Exact(name)) = &rule.target else {
                 continue;
             };
-            let Ok(host) = canonical_host(name) else {
-                continue;
-            };
+            let host = Host::Name(name.clone());
             if !self.is_passthrough(&host) && !hosts.contains(&host) {
                 hosts.push(host);
             }

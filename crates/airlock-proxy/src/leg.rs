@@ -116,8 +116,7 @@ impl Future for Drive {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let slot = &self.slot;
-        let mut state = lock(&slot.state);
+        let mut state = lock(&self.slot.state);
         if let Some(conn) = state.conn.as_mut()
             && conn.as_mut().poll(cx).is_ready()
         {
