@@ -44,6 +44,7 @@ use hyper::upgrade::OnUpgrade;
 use self::answer::{Answered, Auditor};
 use self::state::{RequestState, Snapshot, Verdict};
 use crate::body::ProxyBody;
+use crate::budget::Held;
 use crate::context::ConnContext;
 use crate::record::Line;
 use crate::refusal;
@@ -73,6 +74,12 @@ struct Allowed {
 }
 
 /// The steps in order; `Err` is an answer given before the request was forwarded.
+///
+/// Each phase's values live in a function or a scope of their own, so that the request's
+/// future (moved whole into the box each request is spawned in) does not keep what an
+/// earlier phase has handed on; and the steps that take owned values return `async`
+/// blocks, which keep their captures once where an `async fn` keeps its arguments twice
+/// (docs/benchmarks.md, "h2 instructions per request").
 async fn steps(
     context: Arc<ConnContext>,
     request: Request<Incoming>,
@@ -80,11 +87,50 @@ async fn steps(
     let context = &context;
     let request = identify::screen(context, request).await?;
     let started = Instant::now();
-    // One snapshot of the policy and one of the credentials serve the whole request, from
-    // the guard on its names to its response's scrub, even if either is swapped meanwhile.
+    // One snapshot of the policy and one of the credentials serve the whole request,
+    // from the guard on its names to its response's scrub, even if either is swapped
+    // meanwhile.
     let shared = &context.shared;
     let snapshot = Snapshot::take(&shared.policy, &shared.credentials);
-    let (mut request, mut state, verdict) = decided(context, &snapshot, request, started)?;
+    let ready = {
+        let swapped = swapped(context, &snapshot, request, started)?;
+        let (state, allowed, refresh) = admitted(context, swapped).await?;
+        prepare(context, state, allowed, refresh).await?
+    };
+    let Ready {
+        outbound,
+        inspectors,
+        refresh,
+        held: _held,
+    } = ready;
+    // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
+    let response = forward_and_back(context, outbound, inspectors, refresh).await;
+    // No answer goes out whole without its audit line (docs/reliability.md).
+    Ok(audit_gate(&shared.audit, response).await)
+}
+
+/// A request decided, its credentials swapped, before *ask*.
+struct Swapped<'r> {
+    state: RequestState<'r>,
+    verdict: Verdict<'r>,
+    parts: Parts,
+    body: Incoming,
+    /// The client's side of the upgrade the request asks for.
+    on_client_upgrade: Option<OnUpgrade>,
+    /// What the credentials step prepared for the head and the body.
+    prepared: Prepared,
+}
+
+/// *identify*, *decide* and *credentials*; `Err` is the answer of a request stopped here.
+// An answer is the response itself (152 bytes): see `decided`.
+#[allow(clippy::result_large_err)]
+fn swapped<'r>(
+    context: &'r ConnContext,
+    snapshot: &'r Snapshot,
+    request: Request<Incoming>,
+    started: Instant,
+) -> Result<Swapped<'r>, Answered> {
+    let (mut request, mut state, verdict) = decided(context, snapshot, request, started)?;
     let rule = verdict.decision.rule.as_ref();
     let (version, headers) = (request.version(), request.headers());
     let upgrade = match websocket::check_upgrade(version, headers, state.mcp_rule.as_ref(), rule) {
@@ -111,38 +157,67 @@ async fn steps(
             return Err(answer::after_draining(body, response));
         }
     };
-    let (decision, asked) = hold(&shared.asks, &state, verdict.ask, verdict.decision).await;
-    let refresh = refresh::pending(
-        context,
-        state.method(),
-        &state.destination.host,
-        state.path(),
-    );
-    state.line.asked = asked;
-    if !decision.is_allow() {
-        let response = state.auditor.refuse_line(decision, state.line);
-        return Err(answer::after_draining(body, response));
-    }
-    let Prepared {
-        secrets,
-        scrub,
-        body_swap,
-        guard,
-        logged,
-    } = prepared;
-    allow(&mut state.line, decision, verdict.would, secrets, &logged);
-    if state.policy.policy().audit.traceparent {
-        state.line.trace = Some(crate::traceparent::apply(&mut parts.headers, state.line.id));
-    }
-    let allowed = Allowed {
+    Ok(Swapped {
+        state,
+        verdict,
         parts,
         body,
         on_client_upgrade,
-        guard,
-        body_swap,
-        scrub,
-    };
-    forward_allowed(context, state, allowed, refresh).await
+        prepared,
+    })
+}
+
+/// *ask*: an allowed request's state and head, with the refresh it carries, if any; `Err`
+/// is the answer of a request refused here.
+fn admitted<'r>(
+    context: &'r ConnContext,
+    swapped: Swapped<'r>,
+) -> impl Future<Output = Result<(RequestState<'r>, Allowed, Option<refresh::Pending>), Answered>>
++ Send
++ 'r {
+    let Swapped {
+        mut state,
+        verdict,
+        mut parts,
+        body,
+        on_client_upgrade,
+        prepared,
+    } = swapped;
+    async move {
+        let asks = &context.shared.asks;
+        let (decision, asked) = hold(asks, &state, verdict.ask, verdict.decision).await;
+        let refresh = refresh::pending(
+            context,
+            state.method(),
+            &state.destination.host,
+            state.path(),
+        );
+        state.line.asked = asked;
+        if !decision.is_allow() {
+            let response = state.auditor.refuse_line(decision, state.line);
+            return Err(answer::after_draining(body, response));
+        }
+        let Prepared {
+            secrets,
+            scrub,
+            body_swap,
+            guard,
+            logged,
+        } = prepared;
+        allow(&mut state.line, decision, verdict.would, secrets, &logged);
+        if state.policy.policy().audit.traceparent {
+            state.line.trace = Some(crate::traceparent::apply(&mut parts.headers, state.line.id));
+        }
+        let allowed = Allowed {
+            parts,
+            body,
+            on_client_upgrade,
+            guard,
+            body_swap,
+            scrub,
+        };
+        Ok((state, allowed, refresh))
+    }
 }
 
 /// *identify* and *decide*: the request's state, built once from the decision on
@@ -201,15 +276,25 @@ async fn hold(
     decide::hold(asks, ask, key, decision, process).await
 }
 
-/// The steps of an allowed request: *body*, *refresh* (its request), *outbound*, then
-/// *forward* and back; the answer passes the audit gate.
-async fn forward_allowed(
-    context: &ConnContext,
-    state: RequestState<'_>,
+/// An allowed request ready to be sent: its outbound request, the inspectors of its
+/// response, the refresh it carries, and the bytes held for it.
+struct Ready {
+    outbound: outbound::Outbound,
+    inspectors: respond::Inspectors,
+    refresh: Option<refresh::Pending>,
+    /// The inspected body's bytes and the refresh's, taken from the budget until the
+    /// exchange is sent.
+    held: (Option<Held>, Option<Held>),
+}
+
+/// The steps of an allowed request before it goes: *body*, *refresh* (its request), then
+/// *outbound*. `Err` is the answer of a request stopped here.
+fn prepare<'r>(
+    context: &'r ConnContext,
+    state: RequestState<'r>,
     allowed: Allowed,
     refresh: Option<refresh::Pending>,
-) -> Result<Answered, Answered> {
-    let shared = &context.shared;
+) -> impl Future<Output = Result<Ready, Answered>> + Send + 'r {
     let Allowed {
         mut parts,
         body,
@@ -218,88 +303,106 @@ async fn forward_allowed(
         body_swap,
         scrub,
     } = allowed;
-    let inspect::Body {
-        body,
-        mcp_guard,
-        held: _held,
-    } = inspect::request_body(
-        (&shared.budget, shared.limits.body_timeout),
-        (state.auditor, state.policy),
-        (state.mcp_rule, &state.body_guards),
-        &state.destination,
-        &mut parts.headers,
-        body,
-        &state.line,
-    )
-    .await?;
-    let (body, refresh, _refresh_held) = refresh::screen(
-        context,
-        state.credentials,
-        refresh,
-        &mut parts.headers,
-        body,
-        &state.line,
-    )
-    .await?;
-    let (destination, line) = (&state.destination, &state.line);
-    let uri = outbound::target(
-        state.auditor.audit,
-        destination,
-        &state.path_and_query,
-        line,
-    )?;
-    let mut plan = outbound::Plan {
-        uri,
-        on_client_upgrade,
-        guard,
-        body_swap,
-        body_guards: &state.body_guards,
-    };
-    let with = (&shared.budget, state.auditor);
-    let upgrade = outbound::reserve_upgrade(with, &mut plan, &mut parts.headers, line).await?;
-    let sent = (parts, body);
-    let outbound = outbound::assemble(with, plan, sent, (state.line, upgrade), state.started)?;
-    let inspectors = respond::Inspectors {
-        scrub: scrub.then(|| state.credentials.scrubber()),
-        mcp_guard,
-    };
-    // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
-    let response = forward_and_back(context, outbound, inspectors, refresh).await;
-    // No answer goes out whole without its audit line (docs/reliability.md).
-    Ok(audit_gate(&shared.audit, response).await)
+    async move {
+        let shared = &context.shared;
+        let inspect::Body {
+            body,
+            mcp_guard,
+            held,
+        } = inspect::request_body(
+            (&shared.budget, shared.limits.body_timeout),
+            (state.auditor, state.policy),
+            (state.mcp_rule, &state.body_guards),
+            &state.destination,
+            &mut parts.headers,
+            body,
+            &state.line,
+        )
+        .await?;
+        let (body, refresh, refresh_held) = match refresh {
+            None => (body, None, None),
+            // Boxed: only a request to a token host waits here (docs/benchmarks.md,
+            // future sizes).
+            Some(pending) => {
+                let (credentials, headers) = (state.credentials, &mut parts.headers);
+                let screen =
+                    refresh::screen(context, credentials, pending, headers, body, &state.line);
+                Box::pin(screen).await?
+            }
+        };
+        let (destination, line) = (&state.destination, &state.line);
+        let uri = outbound::target(
+            state.auditor.audit,
+            destination,
+            &state.path_and_query,
+            line,
+        )?;
+        let mut plan = outbound::Plan {
+            uri,
+            on_client_upgrade,
+            guard,
+            body_swap,
+            body_guards: &state.body_guards,
+        };
+        let with = (&shared.budget, state.auditor);
+        let upgrade = outbound::reserve_upgrade(with, &mut plan, &mut parts.headers, line).await?;
+        let sent = (parts, body);
+        let outbound = outbound::assemble(with, plan, sent, (state.line, upgrade), state.started)?;
+        let inspectors = respond::Inspectors {
+            scrub: scrub.then(|| state.credentials.scrubber()),
+            mcp_guard,
+        };
+        Ok(Ready {
+            outbound,
+            inspectors,
+            refresh,
+            held: (held, refresh_held),
+        })
+    }
 }
 
 /// *forward* ([`respond::send`]), then the answer of a token host ([`refresh::respond`],
 /// which takes the context) or the response through its inspectors ([`respond::respond`]).
-async fn forward_and_back(
-    context: &ConnContext,
+/// A plain function: `outbound` moves into the upstream request before anything waits,
+/// so that the exchange's future does not keep it (docs/benchmarks.md, "h2 instructions
+/// per request").
+fn forward_and_back<'c>(
+    context: &'c ConnContext,
     outbound: outbound::Outbound,
     inspectors: respond::Inspectors,
     refresh: Option<refresh::Pending>,
-) -> Answered {
+) -> impl Future<Output = Answered> + Send + 'c {
     let upstream = respond::Upstream::of(context);
-    let returned = match respond::send(&upstream, outbound, inspectors.scrub.as_ref()).await {
-        Ok(returned) => returned,
-        Err(answered) => return answered,
-    };
-    let respond::Returned {
-        response,
-        exchange,
-        body_report,
-    } = returned;
-    let (response, exchange) = match refresh {
-        Some(pending) => {
-            let report = body_report.as_deref();
-            // Boxed: only a refresh waits here (docs/benchmarks.md, future sizes).
-            let answer = refresh::respond(context, pending, response, exchange, report);
-            match Box::pin(answer).await {
-                Ok(answered) => return answered,
-                Err(untouched) => untouched,
+    let (response, sent) = respond::send(&upstream, outbound);
+    async move {
+        // A scope of its own: what the upstream returned is not kept while the response
+        // is inspected.
+        let (response, exchange) = {
+            let scrub = inspectors.scrub.as_ref();
+            let returned = match respond::returned(upstream.relay, response.await, sent, scrub) {
+                Ok(returned) => returned,
+                Err(answered) => return answered,
+            };
+            let respond::Returned {
+                response,
+                exchange,
+                body_report,
+            } = returned;
+            match refresh {
+                Some(pending) => {
+                    let report = body_report.as_deref();
+                    // Boxed: only a refresh waits here (docs/benchmarks.md, future sizes).
+                    let answer = refresh::respond(context, pending, response, exchange, report);
+                    match Box::pin(answer).await {
+                        Ok(answered) => return answered,
+                        Err(untouched) => untouched,
+                    }
+                }
+                None => (response, exchange),
             }
-        }
-        None => (response, exchange),
-    };
-    respond::respond(upstream.budget, response, exchange, inspectors).await
+        };
+        respond::respond(upstream.budget, response, exchange, inspectors).await
+    }
 }
 
 /// Writes the refusal's audit line on `state`'s line and answers while the body drains.
@@ -353,3 +456,6 @@ async fn audit_gate(audit: &AuditLog, mut response: Response<ProxyBody>) -> Resp
         Err(_) => refusal::audit_unavailable(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -108,14 +108,11 @@ pub(super) fn pending(
 pub(super) async fn screen(
     context: &ConnContext,
     credentials: &Credentials,
-    pending: Option<Pending>,
+    mut pending: Pending,
     headers: &mut HeaderMap,
     body: Either<Incoming, Bytes>,
     line: &Line,
 ) -> Result<(Either<Incoming, Bytes>, Option<Pending>, Option<Held>), Answered> {
-    let Some(mut pending) = pending else {
-        return Ok((body, None, None));
-    };
     let coded = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|value| !value.as_bytes().eq_ignore_ascii_case(b"identity"));

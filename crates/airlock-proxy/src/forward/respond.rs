@@ -5,7 +5,8 @@
 //! inspectors tripped on, or an upstream the address guard refused, is a refusal; any
 //! other failure of the upstream a 502. Either way the exchange's audit line is written.
 //! [`send`] takes an [`Upstream`] handle and [`respond`] the budget, not the connection
-//! context; between the two, `forward.rs` lets the refresh step see a token host's answer.
+//! context; between [`returned`] and [`respond`], `forward.rs` lets the refresh step see a
+//! token host's answer.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use std::time::Duration;
 use airlock_encoding::Decoder;
 use airlock_encoding::Limits;
 use airlock_policy::{Decision, Reason};
+use futures_util::future::{self, Either};
+use futures_util::{FutureExt as _, TryFutureExt as _};
 use http::response::Parts;
 use http::{HeaderMap, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -89,21 +92,59 @@ pub(super) struct Returned {
     pub(super) body_report: Option<Arc<BodyReport>>,
 }
 
-/// Sends `outbound` through `upstream`'s pooling client. `Err` is the answer given here:
-/// the refusal of a body its inspectors stopped, the upstream's failure, or a switched
-/// upgrade relayed in the background (its head scrubbed with `scrub`).
-pub(super) async fn send(
-    upstream: &Upstream<'_>,
+/// Sends `outbound` through `upstream`'s pooling client: the response's future, and what
+/// [`returned`] needs of the request once it is answered.
+///
+/// A plain function: the request moves into its response future before anything waits,
+/// so the exchange's future holds neither `outbound` nor the request while the upstream
+/// answers (docs/benchmarks.md, "h2 instructions per request").
+pub(super) fn send<'c>(
+    upstream: &Upstream<'c>,
     outbound: Outbound,
-    scrub: Option<&Scrubber>,
-) -> Result<Returned, Answered> {
+) -> (
+    impl Future<Output = Result<Response<Incoming>, LegError>> + Send + use<'c>,
+    Sent,
+) {
     let Outbound {
         request,
-        mut exchange,
+        exchange,
         body_report,
         upgrade,
     } = outbound;
-    let response = match request_upstream(upstream, request, upgrade.is_some()).await {
+    let response = request_upstream(upstream, request, upgrade.is_some());
+    let sent = Sent {
+        exchange,
+        body_report,
+        upgrade,
+    };
+    (response, sent)
+}
+
+/// What [`send`] keeps of the outbound request while the upstream answers.
+pub(super) struct Sent {
+    exchange: Exchange,
+    body_report: Option<Arc<BodyReport>>,
+    upgrade: Option<Upgrade>,
+}
+
+/// The upstream's `response` to a request [`send`] sent. `Err` is the answer given here:
+/// the refusal of a body its inspectors stopped, the upstream's failure, or a switched
+/// upgrade relayed in the background (its head scrubbed with `scrub`).
+// An answer is the response itself (152 bytes); boxing it would allocate on every
+// refusal to spare a move on a path that ends here.
+#[allow(clippy::result_large_err)]
+pub(super) fn returned(
+    relay: (Duration, &Arc<Admitted>),
+    response: Result<Response<Incoming>, LegError>,
+    sent: Sent,
+    scrub: Option<&Scrubber>,
+) -> Result<Returned, Answered> {
+    let Sent {
+        mut exchange,
+        body_report,
+        upgrade,
+    } = sent;
+    let response = match response {
         Ok(response) => response,
         Err(error) => match body_refusal(body_report.as_deref()) {
             Some((decision, cause)) => {
@@ -117,13 +158,7 @@ pub(super) async fn send(
     if switched(upgrade.is_some(), response.status())
         && let Some(upgrade) = upgrade
     {
-        return Err(relay_upgrade(
-            upstream.relay,
-            upgrade,
-            response,
-            exchange,
-            scrub,
-        ));
+        return Err(relay_upgrade(relay, upgrade, response, exchange, scrub));
     }
     Ok(Returned {
         response,
@@ -132,26 +167,31 @@ pub(super) async fn send(
     })
 }
 
-/// Sends `request` upstream: an upgrade through the HTTP/1.1 pool, any other request
-/// through the client connection's leg when it takes it, else through the pool.
-async fn request_upstream(
-    upstream: &Upstream<'_>,
+/// The response future of `request`: an upgrade through the HTTP/1.1 pool, any other
+/// request through the client connection's leg when it takes it, else through the pool.
+/// The pool's future is the client's own (a box); only the leg's path is boxed here, so
+/// that the pool's path (h2 clients) does not carry the leg's future or the request.
+fn request_upstream<'c>(
+    upstream: &Upstream<'c>,
     request: Request<UploadBody>,
     upgrade: bool,
-) -> Result<Response<Incoming>, LegError> {
+) -> impl Future<Output = Result<Response<Incoming>, LegError>> + Send + use<'c> {
     if upgrade {
-        return Ok(upstream.http1_client.request(request).await?);
+        return Either::Left(upstream.http1_client.request(request).err_into());
     }
-    let request = match upstream.leg {
-        // Boxed: the pool's path (h2 clients) keeps its future as small as before
-        // (docs/benchmarks.md, "The exchange on the client's task").
-        Some((leg, legs, side)) => match Box::pin(leg::send(leg, legs, side, request)).await {
-            Ok(answer) => return answer,
-            Err(request) => request,
-        },
-        None => request,
-    };
-    Ok(upstream.client.request(request).await?)
+    let client = upstream.client;
+    match upstream.leg {
+        // Chained, not an `async` block: the box holds the leg's future or the pool's, not
+        // both, nor the request beside them.
+        Some((leg, legs, side)) => Either::Right(Box::pin(
+            leg::send(leg, legs, side, request).then(move |sent| match sent {
+                Ok(answer) => Either::Left(future::ready(answer)),
+                // The leg did not take it: the pool sends it.
+                Err(request) => Either::Right(client.request(request).err_into()),
+            }),
+        )),
+        None => Either::Left(client.request(request).err_into()),
+    }
 }
 
 /// Relays a switched upgrade in the background and answers with the upstream's 101.
