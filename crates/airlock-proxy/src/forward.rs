@@ -79,7 +79,7 @@ struct Allowed {
 /// future (moved whole into the box each request is spawned in) does not keep what an
 /// earlier phase has handed on; and the steps that take owned values return `async`
 /// blocks, which keep their captures once where an `async fn` keeps its arguments twice
-/// (docs/benchmarks.md, "h2 instructions per request").
+/// (docs/benchmarks.md, "The request's future, smaller").
 async fn steps(
     context: Arc<ConnContext>,
     request: Request<Incoming>,
@@ -94,7 +94,7 @@ async fn steps(
     let snapshot = Snapshot::take(&shared.policy, &shared.credentials);
     let ready = {
         let swapped = swapped(context, &snapshot, request, started)?;
-        let (state, allowed, refresh) = admitted(context, swapped).await?;
+        let (state, allowed, refresh) = ask(context, swapped).await?;
         prepare(context, state, allowed, refresh).await?
     };
     let Ready {
@@ -103,7 +103,8 @@ async fn steps(
         refresh,
         held: _held,
     } = ready;
-    // The inspected body's bytes (`_held`) stay taken from the budget until it is sent.
+    // The bytes read for the body's inspection and for a refresh's screen (`_held`) stay
+    // taken from the budget until the answer has passed the audit gate.
     let response = forward_and_back(context, outbound, inspectors, refresh).await;
     // No answer goes out whole without its audit line (docs/reliability.md).
     Ok(audit_gate(&shared.audit, response).await)
@@ -169,7 +170,7 @@ fn swapped<'r>(
 
 /// *ask*: an allowed request's state and head, with the refresh it carries, if any; `Err`
 /// is the answer of a request refused here.
-fn admitted<'r>(
+fn ask<'r>(
     context: &'r ConnContext,
     swapped: Swapped<'r>,
 ) -> impl Future<Output = Result<(RequestState<'r>, Allowed, Option<refresh::Pending>), Answered>>
@@ -282,8 +283,8 @@ struct Ready {
     outbound: outbound::Outbound,
     inspectors: respond::Inspectors,
     refresh: Option<refresh::Pending>,
-    /// The inspected body's bytes and the refresh's, taken from the budget until the
-    /// exchange is sent.
+    /// The bytes read for the body's inspection and for a refresh's screen, taken from the
+    /// budget until the answer has passed the audit gate.
     held: (Option<Held>, Option<Held>),
 }
 
@@ -327,7 +328,8 @@ fn prepare<'r>(
                 let (credentials, headers) = (state.credentials, &mut parts.headers);
                 let screen =
                     refresh::screen(context, credentials, pending, headers, body, &state.line);
-                Box::pin(screen).await?
+                let (body, pending, held) = Box::pin(screen).await?;
+                (body, Some(pending), held)
             }
         };
         let (destination, line) = (&state.destination, &state.line);
@@ -361,11 +363,11 @@ fn prepare<'r>(
     }
 }
 
-/// *forward* ([`respond::send`]), then the answer of a token host ([`refresh::respond`],
-/// which takes the context) or the response through its inspectors ([`respond::respond`]).
-/// A plain function: `outbound` moves into the upstream request before anything waits,
-/// so that the exchange's future does not keep it (docs/benchmarks.md, "h2 instructions
-/// per request").
+/// *forward* ([`respond::send`], its answer made by [`respond::returned`]), then the answer
+/// of a token host ([`refresh::respond`], which takes the context) or the response through
+/// its inspectors ([`respond::respond`]). A plain function: `outbound` moves into the
+/// upstream request before anything waits, so that the exchange's future does not keep it
+/// (docs/benchmarks.md, "The request's future, smaller").
 fn forward_and_back<'c>(
     context: &'c ConnContext,
     outbound: outbound::Outbound,

@@ -112,7 +112,7 @@ pub(super) async fn screen(
     headers: &mut HeaderMap,
     body: Either<Incoming, Bytes>,
     line: &Line,
-) -> Result<(Either<Incoming, Bytes>, Option<Pending>, Option<Held>), Answered> {
+) -> Result<(Either<Incoming, Bytes>, Pending, Option<Held>), Answered> {
     let coded = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|value| !value.as_bytes().eq_ignore_ascii_case(b"identity"));
@@ -187,7 +187,7 @@ pub(super) async fn screen(
         }
         pending.grant = true;
     }
-    Ok((Either::Right(bytes), Some(pending), held))
+    Ok((Either::Right(bytes), pending, held))
 }
 
 /// A refresh grant's last checks, then its login's turn: its `scope` keeps every scope the

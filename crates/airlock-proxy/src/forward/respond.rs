@@ -92,12 +92,14 @@ pub(super) struct Returned {
     pub(super) body_report: Option<Arc<BodyReport>>,
 }
 
-/// Sends `outbound` through `upstream`'s pooling client: the response's future, and what
-/// [`returned`] needs of the request once it is answered.
+/// `outbound`'s upstream request, made ready to go through `upstream`'s leg or pooling
+/// client: the future that sends it and yields the response (nothing is sent until it is
+/// polled), and what [`returned`] needs of the request once it is answered.
 ///
 /// A plain function: the request moves into its response future before anything waits,
 /// so the exchange's future holds neither `outbound` nor the request while the upstream
-/// answers (docs/benchmarks.md, "h2 instructions per request").
+/// answers (docs/benchmarks.md, "The request's future, smaller").
+#[must_use = "nothing is sent until the response future is polled"]
 pub(super) fn send<'c>(
     upstream: &Upstream<'c>,
     outbound: Outbound,

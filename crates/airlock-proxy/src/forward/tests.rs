@@ -13,8 +13,9 @@ where
 }
 
 /// The bound on the request's future: 9,792 bytes before the steps were split into
-/// phases, 2,400 after (the layout is the same in the test and the shipped builds).
-const LIMIT: usize = 4096;
+/// phases, 2,400 after, in this test's build and (within 16 bytes) in the shipped one.
+/// Un-boxing one of the rare waits (a refresh's screen: 1,200 bytes) would exceed it.
+const LIMIT: usize = 3072;
 
 #[test]
 fn the_request_future_stays_small() {
