@@ -6,15 +6,19 @@
 # process's instruction count for each and (Ir(1100) − Ir(100)) / 1000 per request.
 # Instruction counts do not depend on the machine's load.
 #
-#   bench/h2_instructions.sh BIN [RUNS=2]
+#   bench/h2_instructions.sh BIN [RUNS=2] [PROTO=h2]
+#
+# PROTO h1 sends the same requests as HTTP/1.1 on one keep-alive client connection (the
+# path of the harness's S1c1: the client connection's own upstream leg).
 #
 # Needs valgrind, nginx, curl and openssl. Loopback only; the proxy listens on 18082.
 set -euo pipefail
-bin=$1 runs=${2:-2}
+bin=$1 runs=${2:-2} proto=${3:-h2}
+case $proto in h2) curl_proto=--http2;; h1) curl_proto=--http1.1;; *) echo "PROTO is h1 or h2" >&2; exit 2;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 d=${BENCH_STATE:-$PWD/target/bench}/c1
 pki=$("$here/nginx.sh" "$d")
-out=$d/h2ir
+out=$d/${proto}ir
 mkdir -p "$out"
 
 count() { # N RUN → the process's total Ir
@@ -32,7 +36,7 @@ count() { # N RUN → the process's total Ir
     sleep 0.1
   done
   [[ -n $ready ]] || { kill "$pid"; echo "the proxy did not start (see $out/proxy.log)" >&2; exit 1; }
-  curl -s --http2 --cacert "$pki/client-trust.pem" -x http://127.0.0.1:18082 -K "$urls" \
+  curl -s "$curl_proto" --cacert "$pki/client-trust.pem" -x http://127.0.0.1:18082 -K "$urls" \
     -w '%{http_code}\n' | sort | uniq -c >"$out/codes.$n"
   grep -qx "\s*$n 200" "$out/codes.$n" || { kill "$pid"; cat "$out/codes.$n" >&2; exit 1; }
   kill -TERM "$pid"
@@ -43,5 +47,5 @@ count() { # N RUN → the process's total Ir
 for run in $(seq "$runs"); do
   small=$(count 100 "$run")
   large=$(count 1100 "$run")
-  echo "run $run: Ir(100) $small, Ir(1100) $large, per h2 request $(( (large - small) / 1000 ))"
+  echo "run $run: Ir(100) $small, Ir(1100) $large, per $proto request $(( (large - small) / 1000 ))"
 done

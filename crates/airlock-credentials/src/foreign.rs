@@ -132,8 +132,9 @@ impl Credentials {
                 values.push(entry.real.as_bytes());
             }
             for value in values.into_iter().filter(|v| !v.is_empty()) {
+                let finder = memchr::memmem::Finder::new(value);
                 let mut at = 0;
-                while let Some(found) = rest[at..].windows(value.len()).position(|w| w == value) {
+                while let Some(found) = finder.find(&rest[at..]) {
                     let start = at + found;
                     rest[start..start + value.len()].fill(b' ');
                     at = start + value.len();
@@ -157,7 +158,7 @@ impl Credentials {
                 places
                     .iter()
                     .flatten()
-                    .any(|place| place.windows(real.len()).any(|window| window == real))
+                    .any(|place| !real.is_empty() && memchr::memmem::find(place, real).is_some())
             })
     }
 

@@ -66,6 +66,11 @@ struct Inner {
     targets: Vec<Target>,
     /// Surrogates and real values: a format token equal to one of them is not "unknown".
     known: HashSet<Box<[u8]>>,
+    /// The most bytes from a format's prefix on that a format decision looks at: enough
+    /// for [`airlock_dlp::examine`] to decide, and one more than the longest `known`
+    /// value, so that a longer token is unknown however long its run. Looking further
+    /// would count a run again from every prefix inside it.
+    decide_within: usize,
     names: Vec<String>,
     /// Every form of every value, ASCII case ignored (host and header names).
     insensitive: Option<ValueMatcher>,
@@ -202,6 +207,8 @@ impl OutboundGuard {
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
         let first = Finder::new(&patterns)?;
+        let longest_known = known.iter().map(|value| <[u8]>::len(value)).max();
+        let decide_within = airlock_dlp::lookahead().max(longest_known.unwrap_or(0) + 1);
         let wrapped = ValueMatcher::wrapped(&wrapped_forms)?;
         let hold = (longest.saturating_sub(1)).max(wrapped.as_ref().map_or(0, |w| 2 * w.longest));
         Ok(OutboundGuard {
@@ -210,6 +217,7 @@ impl OutboundGuard {
                 matcher,
                 targets,
                 known,
+                decide_within,
                 names: secrets
                     .iter()
                     .map(|(name, _, _)| (*name).to_owned())
@@ -430,7 +438,11 @@ impl Inner {
         if scope.formats == DlpMode::Off {
             return Ok(());
         }
-        let Verdict::Token { len } = airlock_dlp::examine(format, from, prefix_len, at_end) else {
+        // Bytes follow a cut `from`: a decision needing them is not taken at its end.
+        let cut = from.len() > self.decide_within;
+        let from = &from[..from.len().min(self.decide_within)];
+        let Verdict::Token { len } = airlock_dlp::examine(format, from, prefix_len, at_end && !cut)
+        else {
             return Ok(());
         };
         let kind = airlock_dlp::FORMATS[format].kind;

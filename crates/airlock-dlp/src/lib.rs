@@ -191,6 +191,18 @@ pub enum Verdict {
 /// is a token of that format. `at_end` says that `data` holds everything there is (no
 /// byte follows its last one).
 pub fn examine(format: usize, data: &[u8], prefix_len: usize, at_end: bool) -> Verdict {
+    examine_run(format, data, prefix_len, at_end, None)
+}
+
+/// [`examine`], given for an [`Shape::AtLeast`] format the length of the run after the
+/// prefix when the caller already knows it (`run`), so that the run is not counted again.
+fn examine_run(
+    format: usize,
+    data: &[u8],
+    prefix_len: usize,
+    at_end: bool,
+    run: Option<usize>,
+) -> Verdict {
     let Some(row) = FORMATS.get(format) else {
         return Verdict::Not;
     };
@@ -201,7 +213,10 @@ pub fn examine(format: usize, data: &[u8], prefix_len: usize, at_end: bool) -> V
             charset,
             check,
         } => fixed(rest, len, charset, check, at_end),
-        Shape::AtLeast { min, charset } => at_least(rest, min, charset),
+        Shape::AtLeast { min, charset } => {
+            let run = run.unwrap_or_else(|| run_length(rest, charset));
+            (run >= min).then_some(run)
+        }
         Shape::PemPrivateKey => pem(rest),
     };
     match (verdict, row.example_suffix) {
@@ -234,10 +249,13 @@ fn fixed(
     check.is_none_or(|check| check(body)).then_some(len)
 }
 
-/// The run of `charset` bytes, if it is `min` long: its end need not be known yet.
-fn at_least(rest: &[u8], min: usize, charset: fn(u8) -> bool) -> Option<usize> {
+/// How many bytes of `charset` `rest` starts with (an [`Shape::AtLeast`] token is the whole
+/// run, at least `min` long: its end need not be known yet).
+fn run_length(rest: &[u8], charset: fn(u8) -> bool) -> usize {
     let run = rest.iter().take_while(|&&b| charset(b)).count();
-    (run >= min).then_some(run)
+    #[cfg(test)]
+    tests::SCANNED.with(|scanned| scanned.set(scanned.get() + run));
+    run
 }
 
 fn pem(rest: &[u8]) -> Option<usize> {
@@ -283,15 +301,30 @@ pub struct Found {
     pub len: usize,
 }
 
-/// Every token in `data` (which holds everything there is), found the slow, obvious way:
-/// each prefix tried at each position. The reference the streaming guard is tested
-/// against; not for the data path.
+/// Every token in `data` (which holds everything there is), overlapping ones included,
+/// in order of their start: each prefix tried at each position. The reference the
+/// streaming guard is tested against; also used on whole header values and paths.
+///
+/// Linear in `data`: a byte no prefix starts with is passed over, and the run after an
+/// [`Shape::AtLeast`] prefix is counted once for all the prefixes inside it
+/// ([`RunEnds`]), not again from each of them (a value of `xoxa-` repeated would
+/// otherwise cost the square of its length).
 pub fn find_all(data: &[u8]) -> Vec<Found> {
+    let mut first = [false; 256];
+    for (prefix, _) in prefixes() {
+        first[usize::from(prefix.as_bytes()[0])] = true;
+    }
+    let mut runs = RunEnds::default();
     let mut found = Vec::new();
-    for start in 0..data.len() {
+    for start in (0..data.len()).filter(|&start| first[usize::from(data[start])]) {
         for (prefix, format) in prefixes() {
-            if data[start..].starts_with(prefix.as_bytes())
-                && let Verdict::Token { len } = examine(format, &data[start..], prefix.len(), true)
+            if !data[start..].starts_with(prefix.as_bytes()) {
+                continue;
+            }
+            let after = start + prefix.len();
+            let run = runs.run(format, data, after);
+            if let Verdict::Token { len } =
+                examine_run(format, &data[start..], prefix.len(), true, run)
             {
                 found.push(Found {
                     kind: FORMATS[format].kind,
@@ -304,21 +337,60 @@ pub fn find_all(data: &[u8]) -> Vec<Found> {
     found
 }
 
+/// The last run of each [`Shape::AtLeast`] format's bytes counted by [`find_all`]:
+/// `(from, end)` with every byte of `from..end` in the charset and the byte at `end`
+/// (if any) not. A run from a position inside it ends at `end` too.
+#[derive(Default)]
+struct RunEnds {
+    last: [Option<(usize, usize)>; FORMATS.len()],
+}
+
+impl RunEnds {
+    /// The length of the run of `FORMATS[format]`'s charset from `at` in `data`, or `None`
+    /// for a format of another shape.
+    fn run(&mut self, format: usize, data: &[u8], at: usize) -> Option<usize> {
+        let Shape::AtLeast { charset, .. } = FORMATS.get(format)?.shape else {
+            return None;
+        };
+        let slot = &mut self.last[format];
+        let end = match *slot {
+            Some((from, end)) if (from..=end).contains(&at) => end,
+            _ => {
+                let end = at + run_length(data.get(at..).unwrap_or_default(), charset);
+                *slot = Some((at, end));
+                end
+            }
+        };
+        Some(end - at)
+    }
+}
+
+/// The passes [`redact`] makes before it gives up on a text.
+pub const REDACT_PASSES: usize = 4;
+
+/// What [`redact`] returns for a text that still holds a token after [`REDACT_PASSES`].
+pub const REDACTED_WHOLE: &str = "[REDACTED]";
+
 /// `text` with every token replaced by `[REDACTED:KIND]` (for what is logged about a
-/// refused request); borrowed when it holds none. Replacing a token can turn a run before
-/// it into a token (a fixed-length one whose next character was part of the replaced
-/// token), so passes repeat until none is left.
+/// request); borrowed when it holds none. Replacing a token can turn a run before it into
+/// a token (a fixed-length one whose next character was part of the replaced token), so
+/// passes repeat until none is left; a text built to chain such runs (one pass per
+/// token, each over the whole text) is replaced whole by [`REDACTED_WHOLE`] after
+/// [`REDACT_PASSES`], so the work stays linear in the text.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
     let mut current = std::borrow::Cow::Borrowed(text);
-    // Every pass replaces at least one token by a shorter run with no token in it.
-    for _ in 0..=text.len() {
+    for _ in 0..REDACT_PASSES {
         let found = find_all(current.as_bytes());
         if found.is_empty() {
-            break;
+            return current;
         }
         current = std::borrow::Cow::Owned(redact_once(&current, &found));
     }
-    current
+    if find_all(current.as_bytes()).is_empty() {
+        current
+    } else {
+        std::borrow::Cow::Borrowed(REDACTED_WHOLE)
+    }
 }
 
 /// One pass of [`redact`]: `found` (in order) replaced, overlapping ones skipped.

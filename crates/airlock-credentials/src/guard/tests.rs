@@ -491,3 +491,48 @@ fn an_escaped_backslash_before_a_letter_keeps_the_letter() {
         assert!(streamed(&guard, &scope, body.as_bytes(), size).is_err());
     }
 }
+
+/// Texts of pieces that start, continue and end format tokens, long runs included.
+fn run_soup() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "xoxb-", "sk-ant-", "glpat-", "npm_", "AKIA", "Q7", "a", "-", "_", " ", "\"",
+    ]);
+    prop::collection::vec(pieces, 0..200).prop_map(|pieces| pieces.concat())
+}
+
+proptest! {
+    #[test]
+    fn format_findings_in_long_runs_match_the_reference(text in run_soup(), size in 1usize..300) {
+        // The guard decides within a bounded window from each prefix; the reference counts
+        // every run whole.
+        let guard = OutboundGuard::new(&[], &[]).unwrap();
+        let scope = GuardScope { values: Vec::new(), formats: DlpMode::Refuse, allowed_kinds: Some(Vec::new()) };
+        let expected = !airlock_dlp::find_all(text.as_bytes()).is_empty();
+        prop_assert_eq!(guard.check_message(&scope, text.as_bytes()).is_err(), expected);
+        prop_assert_eq!(streamed(&guard, &scope, text.as_bytes(), size).is_err(), expected);
+    }
+}
+
+#[test]
+fn a_known_value_longer_than_the_lookahead_is_still_known() {
+    // An Anthropic-shaped value of 207 bytes, past the 94 bytes a format needs to be
+    // decided: its run must be read to its end to tell it from a longer, unknown one.
+    let real = format!("sk-ant-api03-{}", "R".repeat(194));
+    let surrogate = format!("sk-ant-api03-{}", "S".repeat(194));
+    let guard = OutboundGuard::new(&[("ANTHROPIC", &real, &surrogate)], &[]).unwrap();
+    let home = scope(ValueScope::Home);
+    for known in [&real, &surrogate] {
+        let body = format!("{{\"key\":\"{known}\"}}");
+        assert!(guard.check_message(&home, body.as_bytes()).is_ok());
+        let longer = format!("{{\"key\":\"{known}x\"}}");
+        let refused = guard.check_message(&home, longer.as_bytes()).unwrap_err();
+        assert_eq!(
+            (refused.reason, refused.kind),
+            (Reason::CredentialOutbound, Some("anthropic"))
+        );
+    }
+    // 64 KiB of one run of prefixes: a token, decided from its first prefix.
+    let run = "xoxb-".repeat(64 * 1024 / 5);
+    let refused = guard.check_message(&home, run.as_bytes()).unwrap_err();
+    assert_eq!(refused.kind, Some("slack"));
+}
