@@ -68,8 +68,9 @@ struct Inner {
     known: HashSet<Box<[u8]>>,
     /// The most bytes from a format's prefix on that a format decision looks at: enough
     /// for [`airlock_dlp::examine`] to decide, and one more than the longest `known`
-    /// value, so that a longer token is unknown however long its run. Looking further
-    /// would count a run again from every prefix inside it.
+    /// value a token of open length could equal ([`longest_open_ended`]), so that a
+    /// longer token is unknown however long its run. Looking further would count a run
+    /// again from every prefix inside it.
     decide_within: usize,
     names: Vec<String>,
     /// Every form of every value, ASCII case ignored (host and header names).
@@ -207,8 +208,7 @@ impl OutboundGuard {
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
         let first = Finder::new(&patterns)?;
-        let longest_known = known.iter().map(|value| <[u8]>::len(value)).max();
-        let decide_within = airlock_dlp::lookahead().max(longest_known.unwrap_or(0) + 1);
+        let decide_within = airlock_dlp::lookahead().max(longest_open_ended(&known) + 1);
         let wrapped = ValueMatcher::wrapped(&wrapped_forms)?;
         let hold = (longest.saturating_sub(1)).max(wrapped.as_ref().map_or(0, |w| 2 * w.longest));
         Ok(OutboundGuard {
@@ -438,6 +438,14 @@ impl Inner {
         if scope.formats == DlpMode::Off {
             return Ok(());
         }
+        let kind = airlock_dlp::FORMATS[format].kind;
+        let allowed = scope
+            .allowed_kinds
+            .as_ref()
+            .is_none_or(|kinds| kinds.iter().any(|k| k == kind));
+        if allowed || (scope.formats == DlpMode::Log && logged.contains(&kind)) {
+            return Ok(());
+        }
         // Bytes follow a cut `from`: a decision needing them is not taken at its end.
         let cut = from.len() > self.decide_within;
         let from = &from[..from.len().min(self.decide_within)];
@@ -445,18 +453,11 @@ impl Inner {
         else {
             return Ok(());
         };
-        let kind = airlock_dlp::FORMATS[format].kind;
-        let allowed = scope
-            .allowed_kinds
-            .as_ref()
-            .is_none_or(|kinds| kinds.iter().any(|k| k == kind));
-        if allowed || self.known.contains(&from[..len]) {
+        if self.known.contains(&from[..len]) {
             return Ok(());
         }
         if scope.formats == DlpMode::Log {
-            if !logged.contains(&kind) {
-                logged.push(kind);
-            }
+            logged.push(kind);
             return Ok(());
         }
         Err(Finding {
@@ -577,6 +578,30 @@ impl GuardStream {
     pub fn logged(&self) -> &[&'static str] {
         &self.logged
     }
+}
+
+/// The longest of `known` that starts with the prefix of a format of open length
+/// ([`airlock_dlp::Shape::AtLeast`]): only such a token can be longer than the lookahead
+/// and still equal a known value (a PEM key or a JSON file as a secret never can).
+fn longest_open_ended(known: &HashSet<Box<[u8]>>) -> usize {
+    let open: Vec<&str> = airlock_dlp::prefixes()
+        .filter(|(_, format)| {
+            matches!(
+                airlock_dlp::FORMATS[*format].shape,
+                airlock_dlp::Shape::AtLeast { .. }
+            )
+        })
+        .map(|(prefix, _)| prefix)
+        .collect();
+    known
+        .iter()
+        .filter(|value| {
+            open.iter()
+                .any(|prefix| value.starts_with(prefix.as_bytes()))
+        })
+        .map(|value| value.len())
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

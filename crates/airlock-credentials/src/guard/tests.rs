@@ -536,3 +536,18 @@ fn a_known_value_longer_than_the_lookahead_is_still_known() {
     let refused = guard.check_message(&home, run.as_bytes()).unwrap_err();
     assert_eq!(refused.kind, Some("slack"));
 }
+
+#[test]
+fn only_values_a_token_of_open_length_could_equal_widen_the_decision_window() {
+    // A PEM key (or any secret not shaped like an open-length token) as a secret leaves the
+    // window at the lookahead: a run of prefixes costs no more with it configured.
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----",
+        "A".repeat(3000)
+    );
+    let guard = OutboundGuard::new(&[("KEY", &pem, "surrogate-of-the-key")], &[]).unwrap();
+    assert_eq!(guard.inner.decide_within, airlock_dlp::lookahead());
+    let long = format!("sk-ant-api03-{}", "R".repeat(194));
+    let guard = OutboundGuard::new(&[("KEY", &pem, "s"), ("ANTHROPIC", &long, "t")], &[]).unwrap();
+    assert_eq!(guard.inner.decide_within, long.len() + 1);
+}

@@ -444,20 +444,33 @@ fn completions_and_man_pages_cover_every_command() {
 /// `cd /tmp && airlock run`: the working directory is `/tmp` itself, shown (writable) as
 /// the host's instead of being covered by the private `/tmp` (which used to make every
 /// write-protected path found in it missing: exit 125).
+///
+/// The run watches its working directory for write-protected names created during it and
+/// quarantines them at the end; on the host's `/tmp` that took other tests' files (the
+/// `airlock.yaml` of `cli_init`, written in a temporary directory meanwhile). So `/tmp`
+/// here is a directory of this test's own, bound over `/tmp` in a mount namespace of its own.
 #[test]
 fn run_works_with_tmp_itself_as_the_working_directory() {
     if !namespaces_available("run_works_with_tmp_itself_as_the_working_directory") {
         return;
     }
-    let home = RunHome::new();
-    let marker = home.scratch().join("marker");
-    std::fs::write(&marker, "host").expect("marker");
-    let script = format!("cat {} && pwd", marker.display());
-    let mut command = home.command();
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let tmp = base.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+        .expect("chmod");
+    std::fs::write(tmp.join("marker"), "host").expect("marker");
+    let mut command = Command::new("unshare");
+    if !nix::unistd::geteuid().is_root() {
+        command.args(["--user", "--map-root-user"]);
+    }
     command
-        .args(["run", "--", "sh", "-c", &script])
-        .env("AIRLOCK_HOME", home.airlock_home())
-        .current_dir("/tmp");
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /tmp && cd /tmp && exec "$@""#)
+        .arg(&tmp)
+        .arg(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--", "sh", "-c", "cat /tmp/marker && pwd"])
+        .env("AIRLOCK_HOME", base.path().join("home"));
     let output = run_bounded(&mut command, TIMEOUT);
     assert_eq!(code(&output), 0, "{}", output.stderr);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "host/tmp\n");
