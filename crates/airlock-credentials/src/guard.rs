@@ -77,8 +77,10 @@ struct Inner {
     insensitive: Option<ValueMatcher>,
     /// The base64 forms, searched in data with its white space taken out.
     wrapped: Option<ValueMatcher>,
-    /// What a stream holds back: enough for the longest match, and for a wrapped base64
-    /// form with as much white space as base64 (one space or line break per character).
+    /// What a stream holds back: enough for the longest match, for the longest known
+    /// value of open length (a token that may still become one is decided later), and for
+    /// a wrapped base64 form with as much white space as base64 (one space or line break
+    /// per character).
     hold: usize,
 }
 
@@ -208,9 +210,14 @@ impl OutboundGuard {
             .match_kind(MatchKind::Standard)
             .build(&patterns)?;
         let first = Finder::new(&patterns)?;
-        let decide_within = airlock_dlp::lookahead().max(longest_open_ended(&known) + 1);
+        let open_ended = longest_open_ended(&known);
+        let decide_within = airlock_dlp::lookahead().max(open_ended + 1);
         let wrapped = ValueMatcher::wrapped(&wrapped_forms)?;
-        let hold = (longest.saturating_sub(1)).max(wrapped.as_ref().map_or(0, |w| 2 * w.longest));
+        // `open_ended`: a token that may still grow into a known value is decided once more
+        // bytes come ([`Inner::format`]), so its start must stay in the held-back bytes.
+        let hold = (longest.saturating_sub(1))
+            .max(open_ended)
+            .max(wrapped.as_ref().map_or(0, |w| 2 * w.longest));
         Ok(OutboundGuard {
             inner: Arc::new(Inner {
                 first,
@@ -453,7 +460,20 @@ impl Inner {
         else {
             return Ok(());
         };
-        if self.known.contains(&from[..len]) {
+        let token = &from[..len];
+        if self.known.contains(token) {
+            return Ok(());
+        }
+        // A run that reaches the end of data that does not end there may still grow into
+        // a known value: decided by a later search, which sees it whole from its start
+        // (shorter than a known value, so within the held-back bytes).
+        let open = len == from.len() && !at_end && !cut;
+        if open
+            && self
+                .known
+                .iter()
+                .any(|value| value.len() > len && value.starts_with(token))
+        {
             return Ok(());
         }
         if scope.formats == DlpMode::Log {

@@ -524,6 +524,15 @@ fn a_known_value_longer_than_the_lookahead_is_still_known() {
     for known in [&real, &surrogate] {
         let body = format!("{{\"key\":\"{known}\"}}");
         assert!(guard.check_message(&home, body.as_bytes()).is_ok());
+        // Streamed in chunks of any size, a chunk ending inside the value included: the
+        // run that reaches a chunk's end is decided once the value has ended.
+        for size in 1..=300 {
+            let out = streamed(&guard, &home, body.as_bytes(), size);
+            assert_eq!(out.as_deref(), Ok(body.as_bytes()), "chunks of {size}");
+            let longer = format!("{{\"key\":\"{known}x\"}}");
+            let refused = streamed(&guard, &home, longer.as_bytes(), size).unwrap_err();
+            assert_eq!(refused.kind, Some("anthropic"), "chunks of {size}");
+        }
         let longer = format!("{{\"key\":\"{known}x\"}}");
         let refused = guard.check_message(&home, longer.as_bytes()).unwrap_err();
         assert_eq!(
