@@ -560,3 +560,30 @@ fn only_values_a_token_of_open_length_could_equal_widen_the_decision_window() {
     let guard = OutboundGuard::new(&[("KEY", &pem, "s"), ("ANTHROPIC", &long, "t")], &[]).unwrap();
     assert_eq!(guard.inner.decide_within, long.len() + 1);
 }
+
+proptest! {
+    #[test]
+    fn an_open_length_known_value_is_decided_alike_whole_and_streamed(
+        before in run_soup(),
+        after in run_soup(),
+        tail in prop::sample::select(vec![" ", "\"", " ", "x"]),
+        size in 1usize..400,
+    ) {
+        // A secret shaped like an open-length token, its real value and surrogate spliced
+        // into runs of prefixes: the stream refuses exactly when the whole body is refused,
+        // wherever the chunks end, and releases a clean body whole.
+        let real = format!("sk-ant-api03-{}", "R".repeat(120));
+        let surrogate = format!("sk-ant-api03-{}", "S".repeat(120));
+        let guard = OutboundGuard::new(&[("ANTHROPIC", &real, &surrogate)], &[]).unwrap();
+        let home = scope(ValueScope::Home);
+        for known in [&real, &surrogate] {
+            let data = format!("{before} {known}{tail}{after}");
+            let whole = guard.check_message(&home, data.as_bytes());
+            let streamed = streamed(&guard, &home, data.as_bytes(), size);
+            prop_assert_eq!(whole.is_ok(), streamed.is_ok(), "{}", data);
+            if let Ok(out) = streamed {
+                prop_assert_eq!(out, data.as_bytes());
+            }
+        }
+    }
+}
